@@ -1,0 +1,5 @@
+import sys
+
+from npudure.cli import main
+
+sys.exit(main())

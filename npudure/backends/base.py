@@ -1,0 +1,112 @@
+"""The one small interface every NPU backend implements.
+
+A backend owns N inference *contexts* (one per NPU core on RKNN). A context is used by one worker
+thread at a time — the rule from the reference: a context shared across threads gave wrong results
+and has crashed kernels. The agent's worker pool enforces that; backends need not lock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+INPUT_SIZE = 640
+FRAME_SHAPE = (INPUT_SIZE, INPUT_SIZE, 3)
+FRAME_BYTES = INPUT_SIZE * INPUT_SIZE * 3  # 1,228,800
+
+
+class BackendError(Exception):
+    """A backend cannot start or run; the message names the thing and the fix."""
+
+
+@dataclass(frozen=True, slots=True)
+class ContextResult:
+    # (N, 6) float32 rows: x1, y1, x2, y2, score, class_id — boxes in input pixels.
+    detections: np.ndarray
+    preprocess_s: float
+    inference_s: float
+    postprocess_s: float
+
+
+NO_DETECTIONS = np.zeros((0, 6), dtype=np.float32)
+
+
+class Context(ABC):
+    """One inference context; ``run`` takes a 640x640x3 uint8 RGB frame."""
+
+    @abstractmethod
+    def run(self, image: np.ndarray) -> ContextResult: ...
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release the context (RKNN contexts must be released explicitly)."""
+
+
+class Backend(ABC):
+    name: str
+    # True when no real model runs (figures fed by it are emulated and say so).
+    emulated: bool = False
+
+    @property
+    @abstractmethod
+    def contexts(self) -> list[Context]: ...
+
+    @property
+    def runtime_version(self) -> str:
+        return "unknown"
+
+    @property
+    def model_sha256(self) -> str:
+        return ""
+
+    @property
+    def cpu_cap_mhz(self) -> int | None:
+        """The emulated CPU cap, for backends that model one; None otherwise."""
+        return None
+
+    def set_cpu_cap(self, mhz: int | None) -> None:
+        raise BackendError(
+            f"the {self.name} backend has no emulated CPU cap; on a real board cap the clock "
+            "through scaling_max_freq (npudure.cpufreq)"
+        )
+
+    def close(self) -> None:
+        for ctx in self.contexts:
+            ctx.close()
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def check_model_file(path: str | None, backend: str, suffix: str, expected_sha256: str | None) -> Path:
+    """Return the model path after checking it exists, has the right kind and (optionally) hash."""
+    if not path:
+        raise BackendError(
+            f"the {backend} backend needs a model: set `model:` in the agent config to a {suffix} file"
+            + (" (build one with `npudure model build`)" if backend == "onnx" else "")
+        )
+    model = Path(path)
+    if not model.is_file():
+        raise BackendError(
+            f"model file {model} does not exist: copy the {suffix} file there or fix `model:` in the "
+            "agent config"
+        )
+    if model.suffix != suffix:
+        raise BackendError(f"model file {model} is not a {suffix} file, which the {backend} backend needs")
+    if expected_sha256:
+        actual = sha256_file(model)
+        if actual != expected_sha256:
+            raise BackendError(
+                f"model file {model} has sha256 {actual}, but the config expects {expected_sha256}: "
+                "the file is corrupt or not the fleet's model; copy the right one (ansible-playbook "
+                "playbooks/site.yml does)"
+            )
+    return model

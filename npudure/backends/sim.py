@@ -1,0 +1,109 @@
+"""``sim``: an emulated RK3576 board. It does no real compute; every figure it feeds is emulated.
+
+The model (calibrated to the reference cluster's measurements, see docs/sim-model.md):
+
+* ``npu_cores`` independent slots (2 on RK3576), each serving one frame at a time.
+* Service time per frame on one slot = ``BASE_SERVICE_S`` × ``cap_factor(cap)`` × ``time_scale`` ×
+  lognormal jitter (mean 1, coefficient of variation ``jitter_cv``).
+* ``BASE_SERVICE_S`` = 2 cores / 161.5 inf/s = 12.38 ms: the reference's local (no network)
+  throughput of one board, 161.5 inf/s on 2 NPU cores, split evenly over the cores.
+* ``cap_factor``: the reference's CPU-cap ladder, per-board latency spread with one board's CPU
+  clock capped (round robin, fan on): 2208 MHz → 1.12, 1608 → 1.18, 1200 → 1.33, 1008 → 1.79,
+  816 → 2.26, 600 → 3.93; linear in MHz between rungs, 3.93 below 600 and 1.12 at or above 2208.
+  No cap → 1.0. (The 1.12 at 2208, the RK3576's big-core maximum, is the spread the reference still
+  measured at full clock; the model keeps it rather than rescale the ladder.)
+* ``time_scale`` stretches all service times so a 2-core test machine can host many emulated boards
+  without itself becoming the bottleneck (time_scale 10 → 16.15 inf/s per board).
+
+What it does not model: thermal throttling over time, the NPU's own clock, network cost (that is real:
+frames still cross real gRPC sockets), and detections (it returns none).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+
+import numpy as np
+
+from npudure.backends.base import NO_DETECTIONS, Backend, Context, ContextResult
+from npudure.config import SimConfig
+
+LOCAL_THROUGHPUT_INF_S = 161.5  # reference: one RK3576 board, 2 NPU cores, no network
+REFERENCE_CORES = 2
+BASE_SERVICE_S = REFERENCE_CORES / LOCAL_THROUGHPUT_INF_S
+
+# (cap MHz, per-board latency spread) from the reference cap ladder, ascending in MHz.
+CAP_LADDER: tuple[tuple[int, float], ...] = (
+    (600, 3.93),
+    (816, 2.26),
+    (1008, 1.79),
+    (1200, 1.33),
+    (1608, 1.18),
+    (2208, 1.12),
+)
+
+
+def cap_factor(cap_mhz: int | None) -> float:
+    """Slow-down of service time for a board whose CPU clock is capped at ``cap_mhz``."""
+    if cap_mhz is None:
+        return 1.0
+    if cap_mhz <= CAP_LADDER[0][0]:
+        return CAP_LADDER[0][1]
+    for (lo_mhz, lo_f), (hi_mhz, hi_f) in zip(CAP_LADDER, CAP_LADDER[1:], strict=False):
+        if cap_mhz <= hi_mhz:
+            t = (cap_mhz - lo_mhz) / (hi_mhz - lo_mhz)
+            return lo_f + t * (hi_f - lo_f)
+    return CAP_LADDER[-1][1]
+
+
+class _SimContext(Context):
+    def __init__(self, backend: SimBackend, index: int) -> None:
+        self._backend = backend
+        self._rng = np.random.default_rng(backend.config.seed * 1000 + index)
+
+    def run(self, image: np.ndarray) -> ContextResult:
+        service = self._backend.mean_service_s()
+        cv = self._backend.config.jitter_cv
+        if cv > 0:
+            # Lognormal with mean 1 and the given coefficient of variation.
+            sigma = math.sqrt(math.log1p(cv * cv))
+            service *= float(self._rng.lognormal(-sigma * sigma / 2, sigma))
+        start = time.perf_counter()
+        time.sleep(service)  # releases the GIL, as RKNNLite.inference() does
+        return ContextResult(NO_DETECTIONS, 0.0, time.perf_counter() - start, 0.0)
+
+
+class SimBackend(Backend):
+    name = "sim"
+    emulated = True
+
+    def __init__(self, slots: int, config: SimConfig) -> None:
+        self.config = config
+        self._cap = config.cpu_cap_mhz
+        self._lock = threading.Lock()
+        self._contexts: list[Context] = [_SimContext(self, i) for i in range(slots)]
+
+    @property
+    def contexts(self) -> list[Context]:
+        return self._contexts
+
+    @property
+    def runtime_version(self) -> str:
+        return "sim-rk3576-1 (emulated)"
+
+    @property
+    def cpu_cap_mhz(self) -> int | None:
+        return self._cap
+
+    def set_cpu_cap(self, mhz: int | None) -> None:
+        with self._lock:
+            self._cap = mhz
+
+    def mean_service_s(self) -> float:
+        return BASE_SERVICE_S * cap_factor(self._cap) * self.config.time_scale
+
+    def capacity_inf_s(self) -> float:
+        """Throughput this emulated board can reach with every slot busy."""
+        return len(self._contexts) / self.mean_service_s()

@@ -1,0 +1,183 @@
+"""YAML configuration for the agent and the scheduler, validated at start-up.
+
+Every error names the file, the field and what is allowed, so a typo in /etc/npudure/*.yml reads
+like ``/etc/npudure/agent.yml: backend: 'rknnn' is not allowed; use one of: rknn, onnx, sim``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+BACKENDS = ("rknn", "onnx", "sim")
+POLICIES = ("round_robin", "least_inflight", "p2c", "ect", "heartbeat_least_queue")
+
+Port = Annotated[int, Field(ge=0, le=65535)]
+
+
+class ConfigError(Exception):
+    """A configuration problem, worded for the person who wrote the file."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _check_address(value: str) -> str:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"{value!r} is not host:port (for example 0.0.0.0:50051)")
+    return value
+
+
+class SimConfig(_Strict):
+    """The emulated RK3576 NPU (see npudure/backends/sim.py for the calibrated model)."""
+
+    # Stretches every service time: 10 makes a board 10x slower, so one small machine can host many.
+    time_scale: float = Field(1.0, gt=0, le=1000)
+    # Board CPU clock cap in MHz (the heterogeneity dial); null = no cap.
+    cpu_cap_mhz: int | None = Field(None, ge=100, le=5000)
+    # Coefficient of variation of service time (lognormal), 0 = deterministic.
+    jitter_cv: float = Field(0.03, ge=0, le=1)
+    seed: int = 0
+
+
+class PostprocessConfig(_Strict):
+    score_threshold: float = Field(0.25, gt=0, lt=1)
+    iou_threshold: float = Field(0.45, gt=0, le=1)
+    max_detections: int = Field(300, ge=1, le=10000)
+
+
+class AffinityConfig(_Strict):
+    # Pin NPU submit workers to the big cores and gRPC I/O to the little ones (no-op on uniform cores).
+    pin_workers_to_big: bool = True
+    pin_io_to_little: bool = True
+    sysfs_root: str = "/sys"
+
+
+class AgentConfig(_Strict):
+    node_name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    listen: str = "0.0.0.0:50051"
+    metrics_port: Port = 9101
+    backend: Literal["rknn", "onnx", "sim"] = "sim"
+    # .rknn for the rknn backend, .onnx for the onnx backend; unused by sim.
+    model: str | None = None
+    # If set, the model file must hash to this (the fleet runs one model).
+    model_sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
+    # Inference contexts: NPU cores for rknn (2 on RK3576, 3 on RK3588), slots for sim, sessions for onnx.
+    npu_cores: int = Field(2, ge=1, le=16)
+    # Threads per ONNX Runtime session.
+    onnx_threads: int = Field(1, ge=1, le=64)
+    # Frames waiting for a free context beyond this are refused with RESOURCE_EXHAUSTED.
+    queue_limit: int = Field(64, ge=1, le=100000)
+    # A worker busy longer than this is hung: health turns NOT_SERVING until it returns.
+    hang_timeout_s: float = Field(10.0, gt=0, le=3600)
+    max_message_bytes: int = Field(4 * 1024 * 1024, ge=1024, le=64 * 1024 * 1024)
+    sim: SimConfig = SimConfig()
+    postprocess: PostprocessConfig = PostprocessConfig()
+    affinity: AffinityConfig = AffinityConfig()
+
+    _addr = field_validator("listen")(classmethod(lambda cls, v: _check_address(v)))
+
+
+class BoardConfig(_Strict):
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    address: str
+
+    _addr = field_validator("address")(classmethod(lambda cls, v: _check_address(v)))
+
+
+class SchedulerConfig(_Strict):
+    listen: str = "0.0.0.0:50050"
+    metrics_port: Port = 9100
+    policy: Literal["round_robin", "least_inflight", "p2c", "ect", "heartbeat_least_queue"] = (
+        "least_inflight"
+    )
+    # gRPC channels per board; 2 was the reference's tuned point at its operating point.
+    connections_per_board: int = Field(2, ge=1, le=64)
+    # A board's pipeline depth: requests in flight to one board at most.
+    board_max_inflight: int = Field(8, ge=1, le=1024)
+    # Requests waiting for a free board at most; beyond it RESOURCE_EXHAUSTED.
+    queue_limit: int = Field(1024, ge=0, le=1_000_000)
+    # Deadline applied when the client sets none.
+    request_timeout_s: float = Field(10.0, gt=0, le=3600)
+    # One board attempt may take at most this long (an NPU hang costs this, then a retry elsewhere).
+    board_timeout_s: float = Field(2.0, gt=0, le=3600)
+    # Consecutive failures that mark a board down; good health checks that bring it back.
+    failure_threshold: int = Field(3, ge=1, le=100)
+    recovery_checks: int = Field(3, ge=1, le=100)
+    health_interval_s: float = Field(0.5, gt=0, le=60)
+    # How often board status (telemetry, queue depth) is polled; only heartbeat_least_queue scores on it.
+    status_interval_s: float = Field(1.0, gt=0, le=60)
+    # Boards hotter than this (any thermal zone, deg C) take no new requests; null = no limit.
+    thermal_limit_c: float | None = Field(95.0, gt=0, le=150)
+    # ECT's moving average of per-board service time.
+    ewma_alpha: float = Field(0.2, gt=0, le=1)
+    # Seconds to wait at start-up for boards to answer before reporting the unreachable ones.
+    startup_wait_s: float = Field(10.0, ge=0, le=600)
+    max_message_bytes: int = Field(4 * 1024 * 1024, ge=1024, le=64 * 1024 * 1024)
+    boards: list[BoardConfig] = Field(min_length=1)
+
+    _addr = field_validator("listen")(classmethod(lambda cls, v: _check_address(v)))
+
+    @field_validator("boards")
+    @classmethod
+    def _unique_boards(cls, boards: list[BoardConfig]) -> list[BoardConfig]:
+        seen: set[str] = set()
+        for board in boards:
+            if board.name in seen:
+                raise ValueError(f"board name {board.name!r} appears twice; names must be unique")
+            seen.add(board.name)
+        return boards
+
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def _describe(error: dict[str, Any]) -> str:
+    where = ".".join(str(part) for part in error["loc"]) or "(top level)"
+    kind = error["type"]
+    ctx = error.get("ctx") or {}
+    given = error.get("input")
+    if kind == "literal_error":
+        return f"{where}: {given!r} is not allowed; use one of: {ctx.get('expected', '')}"
+    if kind == "extra_forbidden":
+        return f"{where}: unknown field (check the spelling; see the example config in the README)"
+    if kind == "missing":
+        return f"{where}: required field is missing"
+    return f"{where}: {error['msg']} (got {given!r})"
+
+
+def parse(model: type[Model], data: Any, source: str) -> Model:
+    """Validate ``data`` against ``model``; raise ConfigError naming ``source`` and every bad field."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping of fields at the top level, got {type(data).__name__}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        lines = "\n  ".join(_describe(e) for e in exc.errors())
+        raise ConfigError(f"{source}: invalid configuration\n  {lines}") from None
+
+
+def load(model: type[Model], path: str | Path) -> Model:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found (pass --config with the right path)") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config file: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    return parse(model, data, str(path))
+
+
+def dump(config: BaseModel) -> str:
+    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
