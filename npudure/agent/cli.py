@@ -1,0 +1,56 @@
+"""``npudure agent --config /etc/npudure/agent.yml``"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+
+from npudure import config as cfg
+from npudure.backends import BackendError, create_backend
+from npudure.runtime import ensure_malloc_tuning, setup_logging
+
+log = logging.getLogger("npudure.agent")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", required=True, help="agent YAML config (e.g. /etc/npudure/agent.yml)")
+    parser.add_argument(
+        "--check", action="store_true", help="validate the config and load the backend and model, then exit"
+    )
+    parser.add_argument("--log-level", default="INFO")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = cfg.load(cfg.AgentConfig, args.config)
+    except cfg.ConfigError as exc:
+        print(f"npudure agent: {exc}", file=sys.stderr)
+        return 2
+    if not args.check:
+        ensure_malloc_tuning()
+    setup_logging(args.log_level)
+    try:
+        backend = create_backend(config)
+    except BackendError as exc:
+        print(f"npudure agent: {exc}", file=sys.stderr)
+        return 2
+    if args.check:
+        print(
+            f"ok: {args.config}: backend {backend.name}{' (emulated)' if backend.emulated else ''}, "
+            f"{len(backend.contexts)} context(s), runtime {backend.runtime_version}, "
+            f"model sha256 {backend.model_sha256 or '-'}"
+        )
+        backend.close()
+        return 0
+    from npudure.agent.server import serve
+
+    try:
+        asyncio.run(serve(config, backend))
+    except BackendError as exc:
+        print(f"npudure agent: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        pass
+    return 0

@@ -1,0 +1,217 @@
+"""The agent's gRPC services: Inference (the data path), Node (status/admin), health and reflection."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from npudure import __version__, frames, telemetry
+from npudure.affinity import cores
+from npudure.agent.metrics import AgentMetrics
+from npudure.agent.pool import PoolFull, WorkerPool
+from npudure.backends import Backend, BackendError, create_backend
+from npudure.config import AgentConfig
+from npudure.proto import inference_pb2 as pb
+from npudure.proto import inference_pb2_grpc as rpc
+from npudure.runtime import wait_for_shutdown
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAMES = (
+    pb.DESCRIPTOR.services_by_name["Inference"].full_name,
+    pb.DESCRIPTOR.services_by_name["Node"].full_name,
+    health.SERVICE_NAME,
+    reflection.SERVICE_NAME,
+)
+
+
+def _us(seconds: float) -> int:
+    return max(0, round(seconds * 1e6))
+
+
+def boot_id_for(backend: Backend) -> str:
+    """The kernel's boot id; an emulated board gets one per agent process (its restart is its reboot)."""
+    if backend.emulated:
+        return f"emulated-{uuid.uuid4()}"
+    return telemetry.read_boot_id() or "absent"
+
+
+class Agent(rpc.InferenceServicer, rpc.NodeServicer):
+    def __init__(self, config: AgentConfig, backend: Backend) -> None:
+        self.config = config
+        self.backend = backend
+        self.metrics = AgentMetrics()
+        self.health = health.aio.HealthServicer()
+        split = cores.detect(config.affinity.sysfs_root)
+        big = split.big if (config.affinity.pin_workers_to_big and not split.uniform) else ()
+        self.pool = WorkerPool(
+            backend.contexts, config.queue_limit, (lambda: cores.pin_current_thread(big)) if big else None
+        )
+        self.boot_id = boot_id_for(backend)
+        self.started = time.monotonic()
+        self.served = 0
+        self.errors = 0
+        self._watchdog: asyncio.Task[None] | None = None
+
+    # ------------------------------------------------------------------ data path
+    async def Infer(self, request: pb.InferRequest, context: grpc.aio.ServicerContext) -> pb.InferResponse:
+        received = time.perf_counter()
+        try:
+            frames.check_request(request.encoding, request.frame)
+            self.metrics.queue_depth.set(self.pool.waiting + 1)
+            outcome = await self.pool.run(lambda: frames.decode(request.encoding, request.frame))
+        except frames.FrameError as exc:
+            return await self._fail(context, exc.code, str(exc))
+        except PoolFull as exc:
+            return await self._fail(context, grpc.StatusCode.RESOURCE_EXHAUSTED, f"board is full: {exc}")
+        except Exception as exc:  # a backend failure must not take the server down
+            log.exception("inference failed")
+            return await self._fail(context, grpc.StatusCode.INTERNAL, f"inference failed on the board: {exc}")
+        finally:
+            self.metrics.queue_depth.set(self.pool.waiting)
+        result = outcome.result
+        total = time.perf_counter() - received
+        timing = pb.StageTiming(
+            board_queue_us=_us(outcome.queue_s),
+            decode_us=_us(outcome.decode_s),
+            preprocess_us=_us(result.preprocess_s),
+            inference_us=_us(result.inference_s),
+            postprocess_us=_us(result.postprocess_s),
+            board_total_us=_us(total),
+        )
+        for stage, seconds in (
+            ("board_queue", outcome.queue_s),
+            ("decode", outcome.decode_s),
+            ("preprocess", result.preprocess_s),
+            ("inference", result.inference_s),
+            ("postprocess", result.postprocess_s),
+            ("board_total", total),
+        ):
+            self.metrics.stage_seconds.labels(stage).observe(seconds)
+        self.served += 1
+        self.metrics.requests.labels("OK").inc()
+        dets = result.detections
+        return pb.InferResponse(
+            request_id=request.request_id,
+            node=self.config.node_name,
+            backend=self.backend.name,
+            emulated=self.backend.emulated,
+            timing=timing,
+            attempts=1,
+            detections=[
+                pb.Detection(class_id=int(d[5]), score=float(d[4]), x1=d[0], y1=d[1], x2=d[2], y2=d[3])
+                for d in dets.tolist()
+            ],
+        )
+
+    async def _fail(self, context: grpc.aio.ServicerContext, code: grpc.StatusCode, message: str):
+        self.errors += 1
+        self.metrics.requests.labels(code.name).inc()
+        await context.abort(code, message)
+
+    # ------------------------------------------------------------------ admin
+    def status(self) -> pb.NodeStatus:
+        cap = self.backend.cpu_cap_mhz
+        return pb.NodeStatus(
+            node=self.config.node_name,
+            backend=self.backend.name,
+            emulated=self.backend.emulated,
+            agent_version=__version__,
+            runtime_version=self.backend.runtime_version,
+            model_sha256=self.backend.model_sha256,
+            boot_id=self.boot_id,
+            npu_cores=self.pool.size,
+            in_flight=self.pool.busy,
+            queue_depth=self.pool.waiting,
+            served_total=self.served,
+            errors_total=self.errors,
+            cpu_cap_mhz=cap or 0,
+            telemetry=telemetry.to_proto(telemetry.sample(sysfs_root=self.config.affinity.sysfs_root)),
+            hung_workers=self.pool.hung(self.config.hang_timeout_s),
+            uptime_s=time.monotonic() - self.started,
+        )
+
+    async def GetStatus(self, request: pb.NodeStatusRequest, context: grpc.aio.ServicerContext) -> pb.NodeStatus:
+        return await asyncio.to_thread(self.status)
+
+    async def SetCpuCap(self, request: pb.SetCpuCapRequest, context: grpc.aio.ServicerContext) -> pb.NodeStatus:
+        mhz = request.mhz or None
+        try:
+            if self.backend.emulated:
+                self.backend.set_cpu_cap(mhz)
+            else:
+                from npudure import cpufreq
+
+                await asyncio.to_thread(cpufreq.set_board_cap, mhz, self.config.affinity.sysfs_root)
+        except (BackendError, OSError, ValueError) as exc:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"cannot cap the CPU clock: {exc}")
+        log.info("CPU cap set to %s", f"{mhz} MHz" if mhz else "none")
+        return await asyncio.to_thread(self.status)
+
+    # ------------------------------------------------------------------ health
+    async def watch_hangs(self, interval_s: float = 0.5) -> None:
+        """NOT_SERVING while any worker is stuck past hang_timeout_s, so the scheduler takes us out."""
+        serving = True
+        while True:
+            hung = self.pool.hung(self.config.hang_timeout_s)
+            self.metrics.hung_workers.set(hung)
+            self.metrics.in_flight.set(self.pool.busy)
+            if serving == bool(hung):
+                serving = not hung
+                state = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+                if not serving:
+                    log.error("%d NPU worker(s) hung for more than %.1fs: reporting NOT_SERVING", hung,
+                              self.config.hang_timeout_s)
+                await self.health.set("", state)
+                await self.health.set(SERVICE_NAMES[0], state)
+            await asyncio.sleep(interval_s)
+
+
+async def serve(config: AgentConfig, backend: Backend | None = None, ready: asyncio.Event | None = None) -> None:
+    """Run the agent until cancelled."""
+    backend = backend or create_backend(config)
+    agent = Agent(config, backend)
+    split = cores.detect(config.affinity.sysfs_root)
+    if config.affinity.pin_io_to_little and not split.uniform:
+        cores.pin_current_thread(split.little)  # gRPC's own threads inherit the main thread's mask
+    options = [
+        ("grpc.max_receive_message_length", config.max_message_bytes),
+        ("grpc.max_send_message_length", config.max_message_bytes),
+    ]
+    server = grpc.aio.server(options=options)
+    rpc.add_InferenceServicer_to_server(agent, server)
+    rpc.add_NodeServicer_to_server(agent, server)
+    health_pb2_grpc.add_HealthServicer_to_server(agent.health, server)
+    reflection.enable_server_reflection(SERVICE_NAMES, server)
+    try:
+        port = server.add_insecure_port(config.listen)
+    except RuntimeError as exc:
+        raise BackendError(f"cannot listen on {config.listen}: {exc} (is another agent running there?)") from None
+    if port == 0:
+        raise BackendError(f"cannot listen on {config.listen}: the address is in use or not local")
+    await server.start()
+    agent.metrics.serve(config.metrics_port)
+    for name in ("", SERVICE_NAMES[0]):
+        await agent.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+    watchdog = asyncio.create_task(agent.watch_hangs())
+    log.info(
+        "agent %s serving on %s: backend %s%s, %d context(s), affinity %s",
+        config.node_name, config.listen, backend.name, " (EMULATED NPU)" if backend.emulated else "",
+        agent.pool.size, split.reason,
+    )
+    if ready:
+        ready.set()
+    try:
+        await wait_for_shutdown()
+        log.info("agent %s shutting down", config.node_name)
+    finally:
+        watchdog.cancel()
+        await agent.health.enter_graceful_shutdown()
+        await server.stop(grace=2)
+        agent.pool.close()

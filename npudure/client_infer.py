@@ -1,0 +1,76 @@
+"""``npudure infer``: send frames (synthetic or your images) to a scheduler or an agent."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import grpc
+import numpy as np
+
+from npudure import frames
+from npudure.proto import inference_pb2 as pb
+from npudure.proto import inference_pb2_grpc as rpc
+
+
+def load_image(path: Path) -> np.ndarray:
+    """An image file as a 640x640 RGB frame (resized; letterboxing is the caller's business)."""
+    from PIL import Image
+
+    with Image.open(path) as image:
+        return np.asarray(image.convert("RGB").resize((640, 640)))
+
+
+def seeded_frame(seed: int) -> np.ndarray:
+    try:
+        from npudure.model.frames import synthetic_frame
+    except ImportError:  # the model package is optional on a scheduler host
+        return np.random.default_rng(seed).integers(0, 256, (640, 640, 3), dtype=np.uint8)
+    return synthetic_frame(seed)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--target", default="127.0.0.1:50050", help="scheduler or agent host:port")
+    parser.add_argument("--image", type=Path, action="append", help="image file(s); default: seeded frames")
+    parser.add_argument("--count", type=int, default=1)
+    parser.add_argument("--encoding", choices=("raw", "jpeg"), default="raw")
+    parser.add_argument("--timeout", type=float, default=10.0)
+    parser.add_argument("--json", action="store_true", help="one JSON line per response")
+
+
+def run(args: argparse.Namespace) -> int:
+    images = [load_image(p) for p in args.image] if args.image else [seeded_frame(i) for i in range(4)]
+    encoding = pb.ENCODING_JPEG if args.encoding == "jpeg" else pb.ENCODING_RAW_RGB
+    payloads = [frames.encode_jpeg(i) if args.encoding == "jpeg" else i.tobytes() for i in images]
+    nodes: Counter[str] = Counter()
+    failures = 0
+    with grpc.insecure_channel(args.target, options=[("grpc.max_send_message_length", 16 << 20)]) as channel:
+        stub = rpc.InferenceStub(channel)
+        for n in range(args.count):
+            request = pb.InferRequest(request_id=f"cli-{n}", encoding=encoding, frame=payloads[n % len(payloads)])
+            start = time.perf_counter()
+            try:
+                reply = stub.Infer(request, timeout=args.timeout)
+            except grpc.RpcError as exc:
+                failures += 1
+                print(f"{request.request_id}: {exc.code().name}: {exc.details()}", file=sys.stderr)
+                continue
+            ms = (time.perf_counter() - start) * 1e3
+            nodes[reply.node] += 1
+            if args.json:
+                from google.protobuf.json_format import MessageToDict
+
+                print(json.dumps({**MessageToDict(reply, preserving_proto_field_name=True), "client_ms": ms}))
+            else:
+                emulated = " EMULATED" if reply.emulated else ""
+                print(f"{reply.request_id}: node {reply.node} ({reply.backend}{emulated}) {ms:.1f} ms, "
+                      f"{len(reply.detections)} detections")
+                for d in reply.detections[:5]:
+                    print(f"   class {d.class_id} score {d.score:.2f} box {d.x1:.0f},{d.y1:.0f},{d.x2:.0f},{d.y2:.0f}")
+    if not args.json:
+        print(f"served by: {dict(nodes)}; failures: {failures}")
+    return 1 if failures else 0

@@ -1,0 +1,40 @@
+"""Process-level settings shared by the agent and the scheduler."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+# glibc returns each 1.2 MB frame buffer to the kernel after use and faults it in again on the next
+# request (~3 us per page on a VM): measured here, this halves the CPU cost of receiving a frame.
+MALLOC_TUNING = {"MALLOC_MMAP_THRESHOLD_": "67108864", "MALLOC_TRIM_THRESHOLD_": "1073741824"}
+
+
+def ensure_malloc_tuning() -> None:
+    """Re-exec the current command once with the malloc settings (glibc reads them only at start)."""
+    if all(os.environ.get(k) for k in MALLOC_TUNING) or os.environ.get("NPUDURE_NO_REEXEC"):
+        return
+    env = {**os.environ, **MALLOC_TUNING}
+    os.execve(sys.executable, [sys.executable, "-m", "npudure", *sys.argv[1:]], env)
+
+
+def setup_logging(level: str = "INFO") -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+async def wait_for_shutdown() -> None:
+    """Return on SIGTERM or SIGINT (when run from the main thread); otherwise wait until cancelled."""
+    import asyncio
+    import signal
+    import threading
+
+    stop = asyncio.Event()
+    if threading.current_thread() is threading.main_thread():
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+    await stop.wait()

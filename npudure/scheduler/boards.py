@@ -1,0 +1,193 @@
+"""One board as the scheduler sees it: its channels, the counters it owns, and its health.
+
+The counters (in_flight, ewma_service_s) are the scheduler's own and are what policies score on.
+``last_status`` is polled and may be a poll interval old: it decides exclusion (temperature) and feeds
+the deliberately stale ``heartbeat_least_queue`` policy, never the other policies' scores.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from npudure.config import BoardConfig, SchedulerConfig
+from npudure.proto import inference_pb2 as pb
+from npudure.proto import inference_pb2_grpc as rpc
+
+log = logging.getLogger(__name__)
+
+INFER_METHOD = "/npudure.v1.Inference/Infer"
+
+
+@dataclass(eq=False)
+class Board:
+    index: int
+    name: str
+    address: str
+    max_in_flight: int
+    channels: list[grpc.aio.Channel] = field(default_factory=list)
+    in_flight: int = 0
+    ewma_service_s: float | None = None
+    active: bool = True
+    draining: bool = False
+    down: bool = False
+    hot: bool = False
+    consecutive_failures: int = 0
+    good_checks: int = 0
+    served: int = 0
+    failures: int = 0
+    last_status: pb.NodeStatus | None = None
+    last_status_at: float = 0.0
+    _next_channel: int = 0
+
+    # ------------------------------------------------------------------ what policies read
+    @property
+    def parallelism(self) -> int:
+        return self.last_status.npu_cores if self.last_status and self.last_status.npu_cores else 1
+
+    @property
+    def polled_load(self) -> int:
+        status = self.last_status
+        return status.in_flight + status.queue_depth if status else 0
+
+    # ------------------------------------------------------------------ state
+    @property
+    def eligible(self) -> bool:
+        return self.active and not self.draining and not self.down and not self.hot
+
+    @property
+    def state(self) -> int:
+        if not self.active:
+            return pb.BOARD_STATE_INACTIVE
+        if self.down:
+            return pb.BOARD_STATE_DOWN
+        if self.draining:
+            return pb.BOARD_STATE_DRAINING
+        if self.hot:
+            return pb.BOARD_STATE_HOT
+        return pb.BOARD_STATE_UP
+
+    def next_call(self) -> grpc.aio.UnaryUnaryMultiCallable:
+        """The raw-bytes Infer call on the next pooled connection (round robin over connections)."""
+        channel = self.channels[self._next_channel % len(self.channels)]
+        self._next_channel += 1
+        return channel.unary_unary(INFER_METHOD)
+
+    def record_success(self, service_s: float, alpha: float) -> None:
+        self.served += 1
+        self.consecutive_failures = 0
+        prev = self.ewma_service_s
+        self.ewma_service_s = service_s if prev is None else prev + alpha * (service_s - prev)
+
+    def record_failure(self, threshold: int, why: str) -> None:
+        self.failures += 1
+        self.consecutive_failures += 1
+        if not self.down and self.consecutive_failures >= threshold:
+            self.down = True
+            self.good_checks = 0
+            log.warning("board %s (%s) marked DOWN after %d consecutive failures: %s",
+                        self.name, self.address, self.consecutive_failures, why)
+
+    def to_proto(self) -> pb.BoardStatus:
+        return pb.BoardStatus(
+            name=self.name,
+            address=self.address,
+            state=self.state,
+            in_flight=self.in_flight,
+            max_in_flight=self.max_in_flight,
+            ewma_service_ms=(self.ewma_service_s or 0.0) * 1e3,
+            served_total=self.served,
+            failures_total=self.failures,
+            consecutive_failures=self.consecutive_failures,
+            last_status=self.last_status,
+            last_status_age_s=time.monotonic() - self.last_status_at if self.last_status else 0.0,
+        )
+
+
+def open_board(index: int, board: BoardConfig, config: SchedulerConfig) -> Board:
+    options = [
+        ("grpc.max_receive_message_length", config.max_message_bytes),
+        ("grpc.max_send_message_length", config.max_message_bytes),
+        # Separate TCP connections per channel: otherwise gRPC shares one subchannel between them.
+        ("grpc.use_local_subchannel_pool", 1),
+        # Come back quickly after a board restarts instead of backing off for up to two minutes.
+        ("grpc.initial_reconnect_backoff_ms", 200),
+        ("grpc.max_reconnect_backoff_ms", 2000),
+    ]
+    channels = [grpc.aio.insecure_channel(board.address, options=options) for _ in range(config.connections_per_board)]
+    return Board(index, board.name, board.address, config.board_max_inflight, channels)
+
+
+class BoardMonitor:
+    """Health checks (fast, decide up/down) and status polls (telemetry, temperature) for one board."""
+
+    def __init__(self, board: Board, config: SchedulerConfig, on_change) -> None:
+        self.board = board
+        self.config = config
+        self._on_change = on_change
+        channel = board.channels[0]
+        self._health = health_pb2_grpc.HealthStub(channel)
+        self._node = rpc.NodeStub(channel)
+
+    @property
+    def node(self) -> rpc.NodeStub:
+        return self._node
+
+    async def check_once(self) -> str:
+        """"serving", "not_serving" (the board says so) or "unreachable"."""
+        try:
+            reply = await self._health.Check(
+                health_pb2.HealthCheckRequest(service=""), timeout=max(1.0, self.config.health_interval_s)
+            )
+        except grpc.aio.AioRpcError:
+            return "unreachable"
+        return "serving" if reply.status == health_pb2.HealthCheckResponse.SERVING else "not_serving"
+
+    async def poll_status(self) -> None:
+        try:
+            status = await self._node.GetStatus(pb.NodeStatusRequest(), timeout=2.0)
+        except grpc.aio.AioRpcError:
+            return
+        board = self.board
+        board.last_status, board.last_status_at = status, time.monotonic()
+        limit = self.config.thermal_limit_c
+        temps = [r.value for r in status.telemetry.thermal_c if r.HasField("value")]
+        hottest = max(temps, default=None)
+        was_hot = board.hot
+        if limit is not None and hottest is not None:
+            # 5 degrees of hysteresis so a board at the limit does not flap.
+            board.hot = hottest > limit or (was_hot and hottest > limit - 5)
+        else:
+            board.hot = False
+        if board.hot != was_hot:
+            log.warning("board %s %s the temperature limit (%.1f C, limit %s C)", board.name,
+                        "over" if board.hot else "back under", hottest or 0.0, limit)
+            self._on_change()
+
+    async def run(self) -> None:
+        board, config = self.board, self.config
+        next_status = 0.0
+        while True:
+            health = await self.check_once()
+            if board.down:
+                board.good_checks = board.good_checks + 1 if health == "serving" else 0
+                if board.good_checks >= config.recovery_checks:
+                    board.down = False
+                    board.consecutive_failures = 0
+                    log.warning("board %s (%s) is back UP after %d good health checks", board.name,
+                                board.address, board.good_checks)
+                    self._on_change()
+            elif health == "not_serving":
+                # The board itself says it is not serving (e.g. a hung NPU worker): take it out now.
+                board.record_failure(1, "its health check reports NOT_SERVING")
+            elif health == "unreachable":
+                board.record_failure(config.failure_threshold, "health check got no answer")
+            if time.monotonic() >= next_status:
+                next_status = time.monotonic() + config.status_interval_s
+                await self.poll_status()
+            await asyncio.sleep(config.health_interval_s)

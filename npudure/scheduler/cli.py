@@ -1,0 +1,39 @@
+"""``npudure scheduler --config /etc/npudure/scheduler.yml``"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from npudure import config as cfg
+from npudure.runtime import ensure_malloc_tuning, setup_logging
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", required=True, help="scheduler YAML config (e.g. /etc/npudure/scheduler.yml)")
+    parser.add_argument("--check", action="store_true", help="validate the config and exit")
+    parser.add_argument("--log-level", default="INFO")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = cfg.load(cfg.SchedulerConfig, args.config)
+    except cfg.ConfigError as exc:
+        print(f"npudure scheduler: {exc}", file=sys.stderr)
+        return 2
+    if args.check:
+        print(f"ok: {args.config}: {len(config.boards)} boards, policy {config.policy}")
+        return 0
+    ensure_malloc_tuning()
+    setup_logging(args.log_level)
+    from npudure.scheduler.server import StartupError, serve
+
+    try:
+        asyncio.run(serve(config))
+    except StartupError as exc:
+        print(f"npudure scheduler: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        pass
+    return 0

@@ -1,0 +1,187 @@
+"""The data path: reserve a board, forward the request bytes, release on every exit path.
+
+Reserve = policy choice + in-flight increment in one synchronous step (nothing awaits in between, so
+on the asyncio loop it is atomic). Release happens in a ``finally``: success, error, timeout,
+cancellation and retry all pass through it. When every eligible board is at its pipeline depth the
+request waits in a bounded FIFO here instead of piling onto the boards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import random
+import time
+from dataclasses import dataclass
+
+import grpc
+
+from npudure.config import SchedulerConfig
+from npudure.proto import inference_pb2 as pb
+from npudure.scheduler.boards import Board
+from npudure.scheduler.metrics import SchedulerMetrics
+from npudure.scheduler.policies import Policy, make_policy
+
+log = logging.getLogger(__name__)
+
+# Board errors that mean "this board, not this request": retried once on another board.
+BOARD_FAULTS = {
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.INTERNAL,
+    grpc.StatusCode.UNKNOWN,
+    grpc.StatusCode.CANCELLED,
+}
+MAX_ATTEMPTS = 2
+
+
+class DispatchError(Exception):
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(eq=False)
+class _Waiter:
+    future: asyncio.Future[Board]
+    exclude: frozenset[Board]
+
+
+class Dispatcher:
+    def __init__(self, boards: list[Board], config: SchedulerConfig, metrics: SchedulerMetrics) -> None:
+        self.boards = boards
+        self.config = config
+        self.metrics = metrics
+        self.policy: Policy = make_policy(config.policy)
+        self._waiters: collections.deque[_Waiter] = collections.deque()
+        self._rng = random.Random()
+        self.served = 0
+        self.retries = 0
+
+    # ------------------------------------------------------------------ reserve / release
+    @property
+    def queue_depth(self) -> int:
+        return len(self._waiters)
+
+    def _try_reserve(self, exclude: frozenset[Board]) -> Board | None:
+        candidates = [
+            b for b in self.boards if b.eligible and b.in_flight < b.max_in_flight and b not in exclude
+        ]
+        if not candidates:
+            return None
+        board = self.policy.choose(candidates)
+        board.in_flight += 1
+        self.metrics.in_flight.labels(board.name).set(board.in_flight)
+        return board
+
+    def release(self, board: Board) -> None:
+        board.in_flight -= 1
+        self.metrics.in_flight.labels(board.name).set(board.in_flight)
+        self.capacity_changed()
+
+    def capacity_changed(self) -> None:
+        """Hand freed capacity to waiting requests, oldest first."""
+        while self._waiters:
+            waiter = self._waiters[0]
+            if waiter.future.done():  # timed out or cancelled
+                self._waiters.popleft()
+                continue
+            board = self._try_reserve(waiter.exclude)
+            if board is None:
+                break
+            self._waiters.popleft()
+            waiter.future.set_result(board)
+        self.metrics.queue_depth.set(len(self._waiters))
+
+    async def acquire(self, exclude: frozenset[Board], deadline: float) -> Board:
+        if not self._waiters:
+            board = self._try_reserve(exclude)
+            if board is not None:
+                return board
+        if not any(b.eligible and b not in exclude for b in self.boards):
+            states = ", ".join(f"{b.name}={pb.BoardState.Name(b.state)[12:]}" for b in self.boards)
+            raise DispatchError(grpc.StatusCode.UNAVAILABLE, f"no board can take requests ({states})")
+        if len(self._waiters) >= self.config.queue_limit:
+            raise DispatchError(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"scheduler queue is full ({self.config.queue_limit} requests wait for a board); slow down "
+                "or raise queue_limit",
+            )
+        waiter = _Waiter(asyncio.get_running_loop().create_future(), exclude)
+        self._waiters.append(waiter)
+        self.metrics.queue_depth.set(len(self._waiters))
+        try:
+            return await asyncio.wait_for(asyncio.shield(waiter.future), max(0.0, deadline - time.monotonic()))
+        except (TimeoutError, asyncio.CancelledError) as exc:
+            if waiter.future.done() and not waiter.future.cancelled():
+                self.release(waiter.future.result())  # reserved for us just as we gave up
+            else:
+                waiter.future.cancel()
+            if isinstance(exc, TimeoutError):
+                raise DispatchError(
+                    grpc.StatusCode.DEADLINE_EXCEEDED, "deadline passed while waiting for a free board"
+                ) from None
+            raise
+
+    # ------------------------------------------------------------------ forwarding
+    async def forward(self, request: bytes, deadline: float) -> bytes:
+        """Send the request bytes to one board (retry once elsewhere); return the response bytes."""
+        arrived = time.perf_counter()
+        exclude: frozenset[Board] = frozenset()
+        queue_s = 0.0
+        last_error = ""
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            wait_start = time.perf_counter()
+            board = await self.acquire(exclude, deadline)
+            queue_s += time.perf_counter() - wait_start
+            try:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise DispatchError(grpc.StatusCode.DEADLINE_EXCEEDED, "deadline passed before a board was free")
+                timeout = min(self.config.board_timeout_s, remaining)
+                sent = time.perf_counter()
+                reply = await board.next_call()(request, timeout=timeout)
+                call_s = time.perf_counter() - sent
+            except grpc.aio.AioRpcError as exc:
+                code = exc.code()
+                self.metrics.board_requests.labels(board.name, code.name).inc()
+                if code not in BOARD_FAULTS:
+                    raise  # the request's own fault (bad frame, too large): the client gets it as is
+                last_error = f"board {board.name}: {code.name}: {exc.details()}"
+                board.record_failure(self.config.failure_threshold, last_error)
+                exclude = exclude | {board}
+                if attempt < MAX_ATTEMPTS and deadline - time.monotonic() > 0.01:
+                    self.retries += 1
+                    self.metrics.retries.inc()
+                    await asyncio.sleep(min(self._rng.uniform(0.01, 0.1), max(0.0, deadline - time.monotonic())))
+                    continue
+                raise DispatchError(code if code != grpc.StatusCode.CANCELLED else grpc.StatusCode.UNAVAILABLE,
+                                    f"no board answered: {last_error}") from None
+            finally:
+                self.release(board)
+            return self._finish(board, reply, arrived, queue_s, call_s, attempt)
+        raise DispatchError(grpc.StatusCode.UNAVAILABLE, f"no board answered: {last_error}")
+
+    def _finish(
+        self, board: Board, reply: bytes, arrived: float, wait_s: float, call_s: float, attempts: int
+    ) -> bytes:
+        response = pb.InferResponse.FromString(reply)
+        timing = response.timing
+        board_total_s = timing.board_total_us / 1e6
+        service_s = max(0.0, board_total_s - timing.board_queue_us / 1e6)
+        board.record_success(service_s if service_s > 0 else call_s, self.config.ewma_alpha)
+        self.served += 1
+        total_s = time.perf_counter() - arrived
+        # Queue = time to get a board (the policy's choice included; microseconds unless all boards are full);
+        # route = the scheduler's own remaining time (forwarding, parsing this small reply, retry backoff).
+        timing.scheduler_queue_us = round(wait_s * 1e6)
+        timing.route_us = max(0, round((total_s - call_s - wait_s) * 1e6))
+        timing.network_to_board_us = max(0, round((call_s - board_total_s) * 1e6))
+        timing.scheduler_total_us = round(total_s * 1e6)
+        response.attempts = attempts
+        for stage, seconds in (("scheduler_queue", wait_s), ("network", call_s - board_total_s), ("board", board_total_s),
+                               ("scheduler_total", total_s)):
+            self.metrics.latency.labels(board.name, stage).observe(max(0.0, seconds))
+        self.metrics.board_requests.labels(board.name, "OK").inc()
+        return response.SerializeToString()

@@ -1,0 +1,251 @@
+"""The scheduler's gRPC front: Inference (raw-bytes forwarding), Cluster admin, health, reflection."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from npudure import __version__
+from npudure.config import SchedulerConfig
+from npudure.proto import inference_pb2 as pb
+from npudure.proto import inference_pb2_grpc as rpc
+from npudure.runtime import wait_for_shutdown
+from npudure.scheduler.boards import Board, BoardMonitor, open_board
+from npudure.scheduler.dispatch import DispatchError, Dispatcher
+from npudure.scheduler.metrics import SchedulerMetrics
+from npudure.scheduler.policies import POLICIES, make_policy
+
+log = logging.getLogger(__name__)
+
+INFERENCE = pb.DESCRIPTOR.services_by_name["Inference"].full_name
+CLUSTER = pb.DESCRIPTOR.services_by_name["Cluster"].full_name
+SERVICE_NAMES = (INFERENCE, CLUSTER, health.SERVICE_NAME, reflection.SERVICE_NAME)
+
+
+class StartupError(Exception):
+    pass
+
+
+class Lease:
+    """One benchmark at a time: two harnesses on one cluster measure each other, not the cluster."""
+
+    def __init__(self) -> None:
+        self.holder = ""
+        self.expires = 0.0
+
+    def current(self) -> str:
+        return self.holder if self.holder and time.monotonic() < self.expires else ""
+
+    def acquire(self, holder: str, ttl_s: float) -> pb.Lease:
+        current = self.current()
+        if current and current != holder:
+            raise DispatchError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"the cluster is leased to {current!r} for another {self.expires - time.monotonic():.0f}s: "
+                "another benchmark is running; wait for it or stop it",
+            )
+        self.holder, self.expires = holder, time.monotonic() + ttl_s
+        return pb.Lease(holder=holder, expires_in_s=ttl_s)
+
+    def release(self, holder: str) -> pb.Lease:
+        if self.current() == holder:
+            self.holder = ""
+        return pb.Lease(holder=self.current())
+
+
+class Scheduler(rpc.ClusterServicer):
+    def __init__(self, config: SchedulerConfig) -> None:
+        self.config = config
+        self.metrics = SchedulerMetrics()
+        self.boards: list[Board] = [open_board(i, b, config) for i, b in enumerate(config.boards)]
+        self.by_name = {b.name: b for b in self.boards}
+        self.dispatch = Dispatcher(self.boards, config, self.metrics)
+        self.monitors = [BoardMonitor(b, config, self._state_changed) for b in self.boards]
+        self.lease = Lease()
+        self.health = health.aio.HealthServicer()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def _state_changed(self) -> None:
+        for board in self.boards:
+            for state in pb.BoardState.keys()[1:]:
+                self.metrics.board_up.labels(board.name, state[12:]).set(int(board.state == pb.BoardState.Value(state)))
+        self.dispatch.capacity_changed()
+
+    # ------------------------------------------------------------------ data path (raw bytes)
+    async def infer(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        remaining = context.time_remaining()
+        timeout = self.config.request_timeout_s if remaining is None else min(remaining, 3600.0)
+        try:
+            reply = await self.dispatch.forward(request, time.monotonic() + timeout)
+        except DispatchError as exc:
+            self.metrics.requests.labels(exc.code.name).inc()
+            await context.abort(exc.code, str(exc))
+        except grpc.aio.AioRpcError as exc:
+            self.metrics.requests.labels(exc.code().name).inc()
+            await context.abort(exc.code(), exc.details() or exc.code().name)
+        self.metrics.requests.labels("OK").inc()
+        return reply
+
+    def inference_handler(self) -> grpc.GenericRpcHandler:
+        # No deserializer: the 1.2 MB frame is forwarded as received, never parsed here.
+        return grpc.method_handlers_generic_handler(
+            INFERENCE, {"Infer": grpc.unary_unary_rpc_method_handler(self.infer)}
+        )
+
+    # ------------------------------------------------------------------ admin
+    def cluster_status(self) -> pb.ClusterStatus:
+        return pb.ClusterStatus(
+            policy=self.dispatch.policy.name,
+            boards=[b.to_proto() for b in self.boards],
+            queue_depth=self.dispatch.queue_depth,
+            queue_limit=self.config.queue_limit,
+            connections_per_board=self.config.connections_per_board,
+            lease_holder=self.lease.current(),
+            scheduler_version=__version__,
+            served_total=self.dispatch.served,
+            retries_total=self.dispatch.retries,
+        )
+
+    async def GetClusterStatus(self, request, context) -> pb.ClusterStatus:
+        return self.cluster_status()
+
+    async def SetActiveNodes(self, request: pb.SetActiveNodesRequest, context) -> pb.ClusterStatus:
+        names = list(request.nodes)
+        unknown = [n for n in names if n not in self.by_name]
+        if not names or unknown:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                (f"unknown board(s) {', '.join(unknown)}; " if unknown else "the active set cannot be empty; ")
+                + f"boards are: {', '.join(self.by_name)}",
+            )
+        for board in self.boards:
+            board.active = board.name in names
+        log.info("active boards: %s", ", ".join(names))
+        self._state_changed()
+        return self.cluster_status()
+
+    async def SetPolicy(self, request: pb.SetPolicyRequest, context) -> pb.ClusterStatus:
+        if request.policy not in POLICIES:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"unknown policy {request.policy!r}; use one of: {', '.join(POLICIES)}",
+            )
+        self.dispatch.policy = make_policy(request.policy)
+        log.info("policy: %s", request.policy)
+        return self.cluster_status()
+
+    async def DrainNode(self, request: pb.DrainNodeRequest, context) -> pb.ClusterStatus:
+        board = await self._board(request.node, context)
+        board.draining = request.drain
+        log.info("board %s %s", board.name, "draining" if request.drain else "back in rotation")
+        self._state_changed()
+        return self.cluster_status()
+
+    async def SetNodeCpuCap(self, request: pb.SetNodeCpuCapRequest, context) -> pb.NodeStatus:
+        board = await self._board(request.node, context)
+        try:
+            return await rpc.NodeStub(board.channels[0]).SetCpuCap(pb.SetCpuCapRequest(mhz=request.mhz), timeout=5)
+        except grpc.aio.AioRpcError as exc:
+            await context.abort(exc.code(), f"board {board.name}: {exc.details()}")
+
+    async def AcquireLease(self, request: pb.LeaseRequest, context) -> pb.Lease:
+        if not request.holder:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "a lease needs a holder name")
+        try:
+            return self.lease.acquire(request.holder, request.ttl_s or 30.0)
+        except DispatchError as exc:
+            await context.abort(exc.code, str(exc))
+
+    async def ReleaseLease(self, request: pb.LeaseRequest, context) -> pb.Lease:
+        return self.lease.release(request.holder)
+
+    async def _board(self, name: str, context) -> Board:
+        board = self.by_name.get(name)
+        if board is None:
+            await context.abort(
+                grpc.StatusCode.NOT_FOUND, f"no board named {name!r}; boards are: {', '.join(self.by_name)}"
+            )
+        return board
+
+    # ------------------------------------------------------------------ lifecycle
+    async def wait_for_boards(self) -> None:
+        """Check every board once at start-up; name the unreachable ones and how to fix them."""
+        deadline = time.monotonic() + self.config.startup_wait_s
+        pending = list(self.monitors)
+        while pending:
+            results = await asyncio.gather(*(m.check_once() for m in pending))
+            pending = [m for m, r in zip(pending, results, strict=True) if r != "serving"]
+            if not pending or time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(0.5)
+        for monitor in pending:
+            board = monitor.board
+            board.down = True
+            log.error(
+                "board %s at %s is unreachable or not serving: check that npudure-agent runs on it "
+                "(systemctl status npudure-agent) and that its address in the scheduler config is right; "
+                "it stays out of rotation until its health checks pass",
+                board.name, board.address,
+            )
+        if len(pending) == len(self.boards):
+            raise StartupError(
+                f"none of the {len(self.boards)} boards answered within {self.config.startup_wait_s:.0f}s "
+                f"({', '.join(b.name + '=' + b.address for b in self.boards)}): start the agents first "
+                "(systemctl start npudure-agent on each board) or fix the addresses in the scheduler config"
+            )
+        await asyncio.gather(*(m.poll_status() for m in self.monitors if not m.board.down))
+
+    def start_monitors(self) -> None:
+        self._tasks = [asyncio.create_task(m.run()) for m in self.monitors]
+        self._state_changed()
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for board in self.boards:
+            for channel in board.channels:
+                await channel.close()
+
+
+async def serve(config: SchedulerConfig, ready: asyncio.Event | None = None) -> None:
+    scheduler = Scheduler(config)
+    server = grpc.aio.server(
+        options=[
+            ("grpc.max_receive_message_length", config.max_message_bytes),
+            ("grpc.max_send_message_length", config.max_message_bytes),
+        ]
+    )
+    server.add_generic_rpc_handlers((scheduler.inference_handler(),))
+    rpc.add_ClusterServicer_to_server(scheduler, server)
+    health_pb2_grpc.add_HealthServicer_to_server(scheduler.health, server)
+    reflection.enable_server_reflection(SERVICE_NAMES, server)
+    if server.add_insecure_port(config.listen) == 0:
+        raise StartupError(f"cannot listen on {config.listen}: the address is in use or not local")
+    try:
+        await scheduler.wait_for_boards()
+    except StartupError:
+        await scheduler.close()
+        raise
+    scheduler.start_monitors()
+    await server.start()
+    scheduler.metrics.serve(config.metrics_port)
+    for name in ("", INFERENCE):
+        await scheduler.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+    log.info(
+        "scheduler serving on %s: %d boards, policy %s, %d connection(s) per board",
+        config.listen, len(scheduler.boards), config.policy, config.connections_per_board,
+    )
+    if ready:
+        ready.set()
+    try:
+        await wait_for_shutdown()
+    finally:
+        await scheduler.health.enter_graceful_shutdown()
+        await server.stop(grace=2)
+        await scheduler.close()
