@@ -31,9 +31,15 @@ def _reading(r: pb.Reading) -> str:
 def _print_node(status: pb.NodeStatus) -> None:
     emulated = " (EMULATED NPU)" if status.emulated else ""
     print(f"node {status.node}: backend {status.backend}{emulated}, {status.npu_cores} context(s)")
-    print(f"  agent {status.agent_version}  runtime {status.runtime_version}  model sha256 {status.model_sha256 or '-'}")
-    print(f"  in flight {status.in_flight}  queued {status.queue_depth}  served {status.served_total}  "
-          f"errors {status.errors_total}  hung workers {status.hung_workers}  cpu cap {status.cpu_cap_mhz or 'none'}")
+    print(
+        f"  agent {status.agent_version}  runtime {status.runtime_version}  "
+        f"model sha256 {status.model_sha256 or '-'}"
+    )
+    print(
+        f"  in flight {status.in_flight}  queued {status.queue_depth}  served {status.served_total}  "
+        f"errors {status.errors_total}  hung workers {status.hung_workers}  "
+        f"cpu cap {status.cpu_cap_mhz or 'none'}"
+    )
     t = status.telemetry
     print(f"  thermal: {' '.join(map(_reading, t.thermal_c)) or 'no sensors'}")
     print(f"  cpu MHz: {' '.join(map(_reading, t.cpu_freq_mhz)) or 'no cpufreq'}")
@@ -44,14 +50,28 @@ def _print_cluster(status: pb.ClusterStatus) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"policy {status.policy} · queue {status.queue_depth}/{status.queue_limit} · "
-                        f"{status.connections_per_board} conn/board · lease {status.lease_holder or 'free'}")
+    table = Table(
+        title=f"policy {status.policy} · queue {status.queue_depth}/{status.queue_limit} · "
+        f"{status.connections_per_board} conn/board · lease {status.lease_holder or 'free'}"
+    )
     for col in ("board", "address", "state", "in flight", "ewma ms", "served", "failures", "backend"):
         table.add_column(col)
     for b in status.boards:
-        backend = b.last_status.backend + (" (emulated)" if b.last_status.emulated else "") if b.HasField("last_status") else "?"
-        table.add_row(b.name, b.address, pb.BoardState.Name(b.state)[12:], f"{b.in_flight}/{b.max_in_flight}",
-                      f"{b.ewma_service_ms:.1f}", str(b.served_total), str(b.failures_total), backend)
+        backend = (
+            b.last_status.backend + (" (emulated)" if b.last_status.emulated else "")
+            if b.HasField("last_status")
+            else "?"
+        )
+        table.add_row(
+            b.name,
+            b.address,
+            pb.BoardState.Name(b.state)[12:],
+            f"{b.in_flight}/{b.max_in_flight}",
+            f"{b.ewma_service_ms:.1f}",
+            str(b.served_total),
+            str(b.failures_total),
+            backend,
+        )
     Console(width=max(120, Console().width)).print(table)
 
 
@@ -65,12 +85,17 @@ def run(args: argparse.Namespace) -> int:
     try:
         status = fetch_status(args.target, args.timeout)
     except grpc.RpcError as exc:
-        print(f"npudure status: {args.target}: {exc.code().name}: {exc.details()} "
-              "(is the agent/scheduler running and the address right?)", file=sys.stderr)
+        print(
+            f"npudure status: {args.target}: {exc.code().name}: {exc.details()} "
+            "(is the agent/scheduler running and the address right?)",
+            file=sys.stderr,
+        )
         return 1
     if args.json:
         kind = "cluster" if isinstance(status, pb.ClusterStatus) else "node"
-        body = MessageToDict(status, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
+        body = MessageToDict(
+            status, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+        )
         print(json.dumps({"kind": kind, **body}, indent=2))
     elif isinstance(status, pb.ClusterStatus):
         _print_cluster(status)

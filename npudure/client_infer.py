@@ -51,7 +51,9 @@ def run(args: argparse.Namespace) -> int:
     with grpc.insecure_channel(args.target, options=[("grpc.max_send_message_length", 16 << 20)]) as channel:
         stub = rpc.InferenceStub(channel)
         for n in range(args.count):
-            request = pb.InferRequest(request_id=f"cli-{n}", encoding=encoding, frame=payloads[n % len(payloads)])
+            request = pb.InferRequest(
+                request_id=f"cli-{n}", encoding=encoding, frame=payloads[n % len(payloads)]
+            )
             start = time.perf_counter()
             try:
                 reply = stub.Infer(request, timeout=args.timeout)
@@ -67,10 +69,15 @@ def run(args: argparse.Namespace) -> int:
                 print(json.dumps({**MessageToDict(reply, preserving_proto_field_name=True), "client_ms": ms}))
             else:
                 emulated = " EMULATED" if reply.emulated else ""
-                print(f"{reply.request_id}: node {reply.node} ({reply.backend}{emulated}) {ms:.1f} ms, "
-                      f"{len(reply.detections)} detections")
+                print(
+                    f"{reply.request_id}: node {reply.node} ({reply.backend}{emulated}) {ms:.1f} ms, "
+                    f"{len(reply.detections)} detections"
+                )
                 for d in reply.detections[:5]:
-                    print(f"   class {d.class_id} score {d.score:.2f} box {d.x1:.0f},{d.y1:.0f},{d.x2:.0f},{d.y2:.0f}")
+                    print(
+                        f"   class {d.class_id} score {d.score:.2f} "
+                        f"box {d.x1:.0f},{d.y1:.0f},{d.x2:.0f},{d.y2:.0f}"
+                    )
     if not args.json:
         print(f"served by: {dict(nodes)}; failures: {failures}")
     return 1 if failures else 0

@@ -93,9 +93,7 @@ class BoardConfig(_Strict):
 class SchedulerConfig(_Strict):
     listen: str = "0.0.0.0:50050"
     metrics_port: Port = 9100
-    policy: Literal["round_robin", "least_inflight", "p2c", "ect", "heartbeat_least_queue"] = (
-        "least_inflight"
-    )
+    policy: Literal["round_robin", "least_inflight", "p2c", "ect", "heartbeat_least_queue"] = "least_inflight"
     # gRPC channels per board; 2 was the reference's tuned point at its operating point.
     connections_per_board: int = Field(2, ge=1, le=64)
     # A board's pipeline depth: requests in flight to one board at most.
@@ -156,7 +154,9 @@ def parse(model: type[Model], data: Any, source: str) -> Model:
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{source}: expected a mapping of fields at the top level, got {type(data).__name__}")
+        raise ConfigError(
+            f"{source}: expected a mapping of fields at the top level, got {type(data).__name__}"
+        )
     try:
         return model.model_validate(data)
     except ValidationError as exc:

@@ -138,8 +138,16 @@ class LocalCluster:
         env = {**os.environ, **MALLOC_TUNING}
         with proc.log_path.open("ab") as log:
             proc.process = subprocess.Popen(
-                [sys.executable, "-m", "npudure", kind, "--config", str(proc.config_path), "--log-level",
-                 self.log_level],
+                [
+                    sys.executable,
+                    "-m",
+                    "npudure",
+                    kind,
+                    "--config",
+                    str(proc.config_path),
+                    "--log-level",
+                    self.log_level,
+                ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
@@ -202,8 +210,12 @@ def _terminate(process: subprocess.Popen, timeout_s: float = 10.0) -> None:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--boards", type=int, default=3, help="number of agents (default 3)")
     parser.add_argument("--backend", choices=("sim", "onnx", "rknn"), default="sim")
-    parser.add_argument("--model", help="model file for the onnx/rknn backend (default: build/cached YOLOv8n)")
-    parser.add_argument("--time-scale", type=float, default=1.0, help="sim: stretch service times (default 1)")
+    parser.add_argument(
+        "--model", help="model file for the onnx/rknn backend (default: build/cached YOLOv8n)"
+    )
+    parser.add_argument(
+        "--time-scale", type=float, default=1.0, help="sim: stretch service times (default 1)"
+    )
     parser.add_argument("--policy", default="least_inflight")
     parser.add_argument("--connections-per-board", type=int, default=2)
     parser.add_argument("--port", type=int, default=50050, help="scheduler port on 127.0.0.1 (0 = any free)")
@@ -244,14 +256,21 @@ def run(args: argparse.Namespace) -> int:
         print(f"npudure local: could not start the cluster: {exc}", file=sys.stderr)
         return 1
     emulated = " (EMULATED NPU: sim backend)" if args.backend == "sim" else ""
-    print(f"scheduler {cluster.address}  boards {args.boards}  backend {args.backend}{emulated}  policy {args.policy}")
+    print(
+        f"scheduler {cluster.address}  boards {args.boards}  backend {args.backend}{emulated}  "
+        f"policy {args.policy}"
+    )
     for proc in cluster.agents.values():
         print(f"  {proc.name} {proc.address} pid {proc.pid}")
     print(f"logs and configs in {cluster.workdir}; Ctrl-C stops everything", flush=True)
     try:
         while not stop:
             time.sleep(0.2)
-            dead = [p.name for p in [cluster.scheduler, *cluster.agents.values()] if p and p.process.poll() is not None]
+            dead = [
+                p.name
+                for p in [cluster.scheduler, *cluster.agents.values()]
+                if p and p.process.poll() is not None
+            ]
             if dead:
                 print(f"npudure local: {', '.join(dead)} exited; stopping", file=sys.stderr)
                 return 1

@@ -11,7 +11,10 @@ class AgentMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter(
-            "npudure_agent_requests", "Inference requests by gRPC status code", ["code"], registry=self.registry
+            "npudure_agent_requests",
+            "Inference requests by gRPC status code",
+            ["code"],
+            registry=self.registry,
         )
         self.in_flight = Gauge("npudure_agent_in_flight", "Frames on an NPU core now", registry=self.registry)
         self.queue_depth = Gauge(

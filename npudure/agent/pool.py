@@ -103,4 +103,3 @@ class WorkerPool:
         for worker in self._workers:
             worker.executor.shutdown(wait=True, cancel_futures=True)
             worker.context.close()
-

@@ -35,6 +35,12 @@ def _us(seconds: float) -> int:
     return max(0, round(seconds * 1e6))
 
 
+def cpufreq_error() -> type[Exception]:
+    from npudure.cpufreq import CpuFreqError
+
+    return CpuFreqError
+
+
 def boot_id_for(backend: Backend) -> str:
     """The kernel's boot id; an emulated board gets one per agent process (its restart is its reboot)."""
     if backend.emulated:
@@ -57,7 +63,7 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
         self.started = time.monotonic()
         self.served = 0
         self.errors = 0
-        self._watchdog: asyncio.Task[None] | None = None
+        self._cpu_cap_mhz: int | None = None
 
     # ------------------------------------------------------------------ data path
     async def Infer(self, request: pb.InferRequest, context: grpc.aio.ServicerContext) -> pb.InferResponse:
@@ -72,7 +78,9 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
             return await self._fail(context, grpc.StatusCode.RESOURCE_EXHAUSTED, f"board is full: {exc}")
         except Exception as exc:  # a backend failure must not take the server down
             log.exception("inference failed")
-            return await self._fail(context, grpc.StatusCode.INTERNAL, f"inference failed on the board: {exc}")
+            return await self._fail(
+                context, grpc.StatusCode.INTERNAL, f"inference failed on the board: {exc}"
+            )
         finally:
             self.metrics.queue_depth.set(self.pool.waiting)
         result = outcome.result
@@ -117,7 +125,7 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
 
     # ------------------------------------------------------------------ admin
     def status(self) -> pb.NodeStatus:
-        cap = self.backend.cpu_cap_mhz
+        cap = self.backend.cpu_cap_mhz if self.backend.emulated else self._cpu_cap_mhz
         return pb.NodeStatus(
             node=self.config.node_name,
             backend=self.backend.name,
@@ -137,10 +145,14 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
             uptime_s=time.monotonic() - self.started,
         )
 
-    async def GetStatus(self, request: pb.NodeStatusRequest, context: grpc.aio.ServicerContext) -> pb.NodeStatus:
+    async def GetStatus(
+        self, request: pb.NodeStatusRequest, context: grpc.aio.ServicerContext
+    ) -> pb.NodeStatus:
         return await asyncio.to_thread(self.status)
 
-    async def SetCpuCap(self, request: pb.SetCpuCapRequest, context: grpc.aio.ServicerContext) -> pb.NodeStatus:
+    async def SetCpuCap(
+        self, request: pb.SetCpuCapRequest, context: grpc.aio.ServicerContext
+    ) -> pb.NodeStatus:
         mhz = request.mhz or None
         try:
             if self.backend.emulated:
@@ -148,8 +160,13 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
             else:
                 from npudure import cpufreq
 
-                await asyncio.to_thread(cpufreq.set_board_cap, mhz, self.config.affinity.sysfs_root)
-        except (BackendError, OSError, ValueError) as exc:
+                root = self.config.affinity.sysfs_root
+                if mhz:
+                    await asyncio.to_thread(cpufreq.set_max_freq, mhz, None, root)
+                else:
+                    await asyncio.to_thread(cpufreq.remove_cap, None, root)
+                self._cpu_cap_mhz = mhz
+        except (BackendError, OSError, ValueError, cpufreq_error()) as exc:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"cannot cap the CPU clock: {exc}")
         log.info("CPU cap set to %s", f"{mhz} MHz" if mhz else "none")
         return await asyncio.to_thread(self.status)
@@ -164,16 +181,25 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
             self.metrics.in_flight.set(self.pool.busy)
             if serving == bool(hung):
                 serving = not hung
-                state = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+                state = (
+                    health_pb2.HealthCheckResponse.SERVING
+                    if serving
+                    else health_pb2.HealthCheckResponse.NOT_SERVING
+                )
                 if not serving:
-                    log.error("%d NPU worker(s) hung for more than %.1fs: reporting NOT_SERVING", hung,
-                              self.config.hang_timeout_s)
+                    log.error(
+                        "%d NPU worker(s) hung for more than %.1fs: reporting NOT_SERVING",
+                        hung,
+                        self.config.hang_timeout_s,
+                    )
                 await self.health.set("", state)
                 await self.health.set(SERVICE_NAMES[0], state)
             await asyncio.sleep(interval_s)
 
 
-async def serve(config: AgentConfig, backend: Backend | None = None, ready: asyncio.Event | None = None) -> None:
+async def serve(
+    config: AgentConfig, backend: Backend | None = None, ready: asyncio.Event | None = None
+) -> None:
     """Run the agent until cancelled."""
     backend = backend or create_backend(config)
     agent = Agent(config, backend)
@@ -192,7 +218,9 @@ async def serve(config: AgentConfig, backend: Backend | None = None, ready: asyn
     try:
         port = server.add_insecure_port(config.listen)
     except RuntimeError as exc:
-        raise BackendError(f"cannot listen on {config.listen}: {exc} (is another agent running there?)") from None
+        raise BackendError(
+            f"cannot listen on {config.listen}: {exc} (is another agent running there?)"
+        ) from None
     if port == 0:
         raise BackendError(f"cannot listen on {config.listen}: the address is in use or not local")
     await server.start()
@@ -202,8 +230,12 @@ async def serve(config: AgentConfig, backend: Backend | None = None, ready: asyn
     watchdog = asyncio.create_task(agent.watch_hangs())
     log.info(
         "agent %s serving on %s: backend %s%s, %d context(s), affinity %s",
-        config.node_name, config.listen, backend.name, " (EMULATED NPU)" if backend.emulated else "",
-        agent.pool.size, split.reason,
+        config.node_name,
+        config.listen,
+        backend.name,
+        " (EMULATED NPU)" if backend.emulated else "",
+        agent.pool.size,
+        split.reason,
     )
     if ready:
         ready.set()

@@ -21,6 +21,7 @@ frames still cross real gRPC sockets), and detections (it returns none).
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 import time
@@ -51,7 +52,7 @@ def cap_factor(cap_mhz: int | None) -> float:
         return 1.0
     if cap_mhz <= CAP_LADDER[0][0]:
         return CAP_LADDER[0][1]
-    for (lo_mhz, lo_f), (hi_mhz, hi_f) in zip(CAP_LADDER, CAP_LADDER[1:], strict=False):
+    for (lo_mhz, lo_f), (hi_mhz, hi_f) in itertools.pairwise(CAP_LADDER):
         if cap_mhz <= hi_mhz:
             t = (cap_mhz - lo_mhz) / (hi_mhz - lo_mhz)
             return lo_f + t * (hi_f - lo_f)

@@ -90,8 +90,13 @@ class Board:
         if not self.down and self.consecutive_failures >= threshold:
             self.down = True
             self.good_checks = 0
-            log.warning("board %s (%s) marked DOWN after %d consecutive failures: %s",
-                        self.name, self.address, self.consecutive_failures, why)
+            log.warning(
+                "board %s (%s) marked DOWN after %d consecutive failures: %s",
+                self.name,
+                self.address,
+                self.consecutive_failures,
+                why,
+            )
 
     def to_proto(self) -> pb.BoardStatus:
         return pb.BoardStatus(
@@ -119,7 +124,9 @@ def open_board(index: int, board: BoardConfig, config: SchedulerConfig) -> Board
         ("grpc.initial_reconnect_backoff_ms", 200),
         ("grpc.max_reconnect_backoff_ms", 2000),
     ]
-    channels = [grpc.aio.insecure_channel(board.address, options=options) for _ in range(config.connections_per_board)]
+    channels = [
+        grpc.aio.insecure_channel(board.address, options=options) for _ in range(config.connections_per_board)
+    ]
     return Board(index, board.name, board.address, config.board_max_inflight, channels)
 
 
@@ -139,7 +146,7 @@ class BoardMonitor:
         return self._node
 
     async def check_once(self) -> str:
-        """"serving", "not_serving" (the board says so) or "unreachable"."""
+        """ "serving", "not_serving" (the board says so) or "unreachable"."""
         try:
             reply = await self._health.Check(
                 health_pb2.HealthCheckRequest(service=""), timeout=max(1.0, self.config.health_interval_s)
@@ -165,8 +172,13 @@ class BoardMonitor:
         else:
             board.hot = False
         if board.hot != was_hot:
-            log.warning("board %s %s the temperature limit (%.1f C, limit %s C)", board.name,
-                        "over" if board.hot else "back under", hottest or 0.0, limit)
+            log.warning(
+                "board %s %s the temperature limit (%.1f C, limit %s C)",
+                board.name,
+                "over" if board.hot else "back under",
+                hottest or 0.0,
+                limit,
+            )
             self._on_change()
 
     async def run(self) -> None:
@@ -179,8 +191,12 @@ class BoardMonitor:
                 if board.good_checks >= config.recovery_checks:
                     board.down = False
                     board.consecutive_failures = 0
-                    log.warning("board %s (%s) is back UP after %d good health checks", board.name,
-                                board.address, board.good_checks)
+                    log.warning(
+                        "board %s (%s) is back UP after %d good health checks",
+                        board.name,
+                        board.address,
+                        board.good_checks,
+                    )
                     self._on_change()
             elif health == "not_serving":
                 # The board itself says it is not serving (e.g. a hung NPU worker): take it out now.

@@ -11,7 +11,9 @@ from npudure.runtime import ensure_malloc_tuning, setup_logging
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", required=True, help="scheduler YAML config (e.g. /etc/npudure/scheduler.yml)")
+    parser.add_argument(
+        "--config", required=True, help="scheduler YAML config (e.g. /etc/npudure/scheduler.yml)"
+    )
     parser.add_argument("--check", action="store_true", help="validate the config and exit")
     parser.add_argument("--log-level", default="INFO")
 

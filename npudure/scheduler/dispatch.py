@@ -112,7 +112,9 @@ class Dispatcher:
         self._waiters.append(waiter)
         self.metrics.queue_depth.set(len(self._waiters))
         try:
-            return await asyncio.wait_for(asyncio.shield(waiter.future), max(0.0, deadline - time.monotonic()))
+            return await asyncio.wait_for(
+                asyncio.shield(waiter.future), max(0.0, deadline - time.monotonic())
+            )
         except (TimeoutError, asyncio.CancelledError) as exc:
             if waiter.future.done() and not waiter.future.cancelled():
                 self.release(waiter.future.result())  # reserved for us just as we gave up
@@ -138,7 +140,9 @@ class Dispatcher:
             try:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise DispatchError(grpc.StatusCode.DEADLINE_EXCEEDED, "deadline passed before a board was free")
+                    raise DispatchError(
+                        grpc.StatusCode.DEADLINE_EXCEEDED, "deadline passed before a board was free"
+                    )
                 timeout = min(self.config.board_timeout_s, remaining)
                 sent = time.perf_counter()
                 reply = await board.next_call()(request, timeout=timeout)
@@ -154,10 +158,14 @@ class Dispatcher:
                 if attempt < MAX_ATTEMPTS and deadline - time.monotonic() > 0.01:
                     self.retries += 1
                     self.metrics.retries.inc()
-                    await asyncio.sleep(min(self._rng.uniform(0.01, 0.1), max(0.0, deadline - time.monotonic())))
+                    await asyncio.sleep(
+                        min(self._rng.uniform(0.01, 0.1), max(0.0, deadline - time.monotonic()))
+                    )
                     continue
-                raise DispatchError(code if code != grpc.StatusCode.CANCELLED else grpc.StatusCode.UNAVAILABLE,
-                                    f"no board answered: {last_error}") from None
+                raise DispatchError(
+                    code if code != grpc.StatusCode.CANCELLED else grpc.StatusCode.UNAVAILABLE,
+                    f"no board answered: {last_error}",
+                ) from None
             finally:
                 self.release(board)
             return self._finish(board, reply, arrived, queue_s, call_s, attempt)
@@ -180,8 +188,12 @@ class Dispatcher:
         timing.network_to_board_us = max(0, round((call_s - board_total_s) * 1e6))
         timing.scheduler_total_us = round(total_s * 1e6)
         response.attempts = attempts
-        for stage, seconds in (("scheduler_queue", wait_s), ("network", call_s - board_total_s), ("board", board_total_s),
-                               ("scheduler_total", total_s)):
+        for stage, seconds in (
+            ("scheduler_queue", wait_s),
+            ("network", call_s - board_total_s),
+            ("board", board_total_s),
+            ("scheduler_total", total_s),
+        ):
             self.metrics.latency.labels(board.name, stage).observe(max(0.0, seconds))
         self.metrics.board_requests.labels(board.name, "OK").inc()
         return response.SerializeToString()

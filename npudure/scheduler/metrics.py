@@ -10,13 +10,22 @@ from npudure.agent.metrics import STAGE_BUCKETS
 class SchedulerMetrics:
     def __init__(self) -> None:
         self.registry = r = CollectorRegistry()
-        self.requests = Counter("npudure_scheduler_requests", "Client requests by gRPC status code", ["code"], registry=r)
+        self.requests = Counter(
+            "npudure_scheduler_requests", "Client requests by gRPC status code", ["code"], registry=r
+        )
         self.board_requests = Counter(
-            "npudure_scheduler_board_requests", "Board attempts by board and status code", ["board", "code"], registry=r
+            "npudure_scheduler_board_requests",
+            "Board attempts by board and status code",
+            ["board", "code"],
+            registry=r,
         )
         self.retries = Counter("npudure_scheduler_retries", "Requests retried on another board", registry=r)
-        self.in_flight = Gauge("npudure_scheduler_board_in_flight", "Requests in flight per board", ["board"], registry=r)
-        self.queue_depth = Gauge("npudure_scheduler_queue_depth", "Requests waiting for a free board", registry=r)
+        self.in_flight = Gauge(
+            "npudure_scheduler_board_in_flight", "Requests in flight per board", ["board"], registry=r
+        )
+        self.queue_depth = Gauge(
+            "npudure_scheduler_queue_depth", "Requests waiting for a free board", registry=r
+        )
         self.board_up = Gauge(
             "npudure_scheduler_board_state", "1 for the board's current state", ["board", "state"], registry=r
         )

@@ -16,7 +16,7 @@ from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.runtime import wait_for_shutdown
 from npudure.scheduler.boards import Board, BoardMonitor, open_board
-from npudure.scheduler.dispatch import DispatchError, Dispatcher
+from npudure.scheduler.dispatch import Dispatcher, DispatchError
 from npudure.scheduler.metrics import SchedulerMetrics
 from npudure.scheduler.policies import POLICIES, make_policy
 
@@ -73,7 +73,9 @@ class Scheduler(rpc.ClusterServicer):
     def _state_changed(self) -> None:
         for board in self.boards:
             for state in pb.BoardState.keys()[1:]:
-                self.metrics.board_up.labels(board.name, state[12:]).set(int(board.state == pb.BoardState.Value(state)))
+                self.metrics.board_up.labels(board.name, state[12:]).set(
+                    int(board.state == pb.BoardState.Value(state))
+                )
         self.dispatch.capacity_changed()
 
     # ------------------------------------------------------------------ data path (raw bytes)
@@ -120,7 +122,11 @@ class Scheduler(rpc.ClusterServicer):
         if not names or unknown:
             await context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT,
-                (f"unknown board(s) {', '.join(unknown)}; " if unknown else "the active set cannot be empty; ")
+                (
+                    f"unknown board(s) {', '.join(unknown)}; "
+                    if unknown
+                    else "the active set cannot be empty; "
+                )
                 + f"boards are: {', '.join(self.by_name)}",
             )
         for board in self.boards:
@@ -149,7 +155,9 @@ class Scheduler(rpc.ClusterServicer):
     async def SetNodeCpuCap(self, request: pb.SetNodeCpuCapRequest, context) -> pb.NodeStatus:
         board = await self._board(request.node, context)
         try:
-            return await rpc.NodeStub(board.channels[0]).SetCpuCap(pb.SetCpuCapRequest(mhz=request.mhz), timeout=5)
+            return await rpc.NodeStub(board.channels[0]).SetCpuCap(
+                pb.SetCpuCapRequest(mhz=request.mhz), timeout=5
+            )
         except grpc.aio.AioRpcError as exc:
             await context.abort(exc.code(), f"board {board.name}: {exc.details()}")
 
@@ -190,7 +198,8 @@ class Scheduler(rpc.ClusterServicer):
                 "board %s at %s is unreachable or not serving: check that npudure-agent runs on it "
                 "(systemctl status npudure-agent) and that its address in the scheduler config is right; "
                 "it stays out of rotation until its health checks pass",
-                board.name, board.address,
+                board.name,
+                board.address,
             )
         if len(pending) == len(self.boards):
             raise StartupError(
@@ -239,7 +248,10 @@ async def serve(config: SchedulerConfig, ready: asyncio.Event | None = None) -> 
         await scheduler.health.set(name, health_pb2.HealthCheckResponse.SERVING)
     log.info(
         "scheduler serving on %s: %d boards, policy %s, %d connection(s) per board",
-        config.listen, len(scheduler.boards), config.policy, config.connections_per_board,
+        config.listen,
+        len(scheduler.boards),
+        config.policy,
+        config.connections_per_board,
     )
     if ready:
         ready.set()
