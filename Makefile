@@ -1,0 +1,37 @@
+# The README's two commands are `sudo make demo` and `make test`; the rest are conveniences.
+VENV := .venv/bin
+export PATH := $(CURDIR)/$(VENV):$(PATH)
+BOARDS ?= 3
+
+.PHONY: bootstrap demo test lint proto local lab-up lab-down bench-forwarding
+
+bootstrap:
+	@scripts/bootstrap.sh
+
+## The main job: emulated fleet up, site.yml, verify.yml, benchmark.yml, print the result (root).
+demo: bootstrap
+	@scripts/demo.sh $(BOARDS)
+
+## Every test: lint, unit, integration, the emulated fleet + Ansible + molecule (root for the fleet).
+test: bootstrap
+	$(VENV)/ruff check npudure tests benchmarks
+	$(VENV)/ruff format --check npudure tests benchmarks
+	$(VENV)/pytest -ra --durations=15
+
+lint: bootstrap
+	$(VENV)/ruff check npudure tests benchmarks && $(VENV)/ruff format --check npudure tests benchmarks
+
+proto: bootstrap
+	$(VENV)/python -m npudure.proto.generate
+
+local: bootstrap
+	$(VENV)/npudure local --boards $(BOARDS) --backend sim
+
+lab-up: bootstrap
+	$(VENV)/npudure lab up --boards $(BOARDS)
+
+lab-down:
+	$(VENV)/npudure lab down
+
+bench-forwarding: bootstrap
+	$(VENV)/python benchmarks/forwarding.py

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Install what NPUDure needs on a fresh Debian 12 machine with Python >= 3.11: the Debian packages for
+# the emulated fleet and the nginx peer, and a virtualenv (.venv) with the package and its tools.
+# Safe to run again: it only installs what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DEBS=(systemd-container debootstrap iproute2 openssh-client nginx-light procps kmod e2fsprogs)
+PYTHON=${PYTHON:-python3}
+
+missing=()
+for pkg in "${DEBS[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "bootstrap: missing Debian packages: ${missing[*]}" >&2
+    echo "bootstrap: run as root, or: sudo apt-get install -y ${missing[*]}" >&2
+    exit 1
+  fi
+  echo "bootstrap: installing Debian packages: ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [[ ! -x .venv/bin/python ]]; then
+  echo "bootstrap: creating .venv with $($PYTHON --version)"
+  "$PYTHON" -m venv .venv
+fi
+stamp=.venv/.npudure-installed
+if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
+  echo "bootstrap: installing npudure and its tools into .venv"
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e '.[dev,onnx,bench]'
+  touch "$stamp"
+fi
+echo "bootstrap: ready (.venv/bin/npudure $(.venv/bin/npudure --version | cut -d' ' -f2))"

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The main job on the embedded default: boot N emulated RK3576 boards and a scheduler host as
+# systemd-nspawn containers, provision them with the real playbooks, verify, benchmark, print.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+boards=${1:-3}
+if [[ $(id -u) -ne 0 ]]; then
+  echo "demo: the emulated fleet needs root (network namespaces, a bridge, systemd-nspawn): sudo make demo" >&2
+  exit 1
+fi
+export PATH="$PWD/.venv/bin:$PATH"
+inventory=inventory/lab/hosts.yml
+
+step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+step "1/4 emulated fleet: $boards boards + scheduler host (sim backend: EMULATED NPU)"
+npudure lab up --boards "$boards"
+step "2/4 ansible-playbook playbooks/site.yml"
+ansible-playbook -i "$inventory" playbooks/site.yml
+step "3/4 ansible-playbook playbooks/verify.yml"
+ansible-playbook -i "$inventory" playbooks/verify.yml
+step "4/4 ansible-playbook playbooks/benchmark.yml"
+ansible-playbook -i "$inventory" playbooks/benchmark.yml
+cat <<MSG
+
+The fleet is still up. Look around:
+  npudure lab status
+  npudure lab exec board1 -- systemctl status npudure-agent
+  npudure status --target 10.231.0.10:50050
+Take it down with: make lab-down
+MSG
