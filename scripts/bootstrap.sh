@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-DEBS=(systemd-container debootstrap iproute2 openssh-client nginx-light procps kmod e2fsprogs)
+DEBS=(systemd-container debootstrap debian-archive-keyring iproute2 util-linux mount openssh-client nginx-light procps)
 PYTHON=${PYTHON:-python3}
 
 missing=()

@@ -1,0 +1,111 @@
+"""``npudure lab up|down|status|exec``: the emulated fleet from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from npudure.lab.host import LabError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="lab_command", metavar="ACTION", required=True)
+
+    def with_state_dir(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        p.add_argument(
+            "--state-dir",
+            type=Path,
+            default=None,
+            help="where the lab keeps its boards' layers, logs and key "
+            "(default: $NPUDURE_LAB_STATE or /var/lib/npudure/lab)",
+        )
+        return p
+
+    up = with_state_dir(sub.add_parser("up", help="boot N emulated boards (and a scheduler host)"))
+    up.add_argument("--boards", type=int, default=3, help="number of boards (default 3)")
+    up.add_argument(
+        "--scheduler-host",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also boot a scheduler host 'sched' at 10.231.0.10 (default: yes)",
+    )
+    up.add_argument(
+        "--backend",
+        choices=("sim", "onnx"),
+        default="sim",
+        help="inference backend the inventory asks the agents to use (default sim)",
+    )
+    up.add_argument(
+        "--inventory",
+        type=Path,
+        default=None,
+        help="where to write the Ansible inventory (default inventory/lab/hosts.yml in the repo)",
+    )
+    up.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for sshd on every board")
+    up.add_argument(
+        "--keep-on-failure",
+        action="store_true",
+        help="leave a half-started lab in place for debugging instead of removing it",
+    )
+
+    with_state_dir(sub.add_parser("down", help="stop every board and remove what `up` made"))
+    with_state_dir(sub.add_parser("status", help="table of boards: address, pid, systemd state, ssh"))
+    ex = with_state_dir(sub.add_parser("exec", help="run a command inside a board: lab exec board1 -- CMD"))
+    ex.add_argument("--ssh", action="store_true", help="go over the lab network (default: nsenter)")
+    ex.add_argument("--timeout", type=float, default=300.0)
+    ex.add_argument("board")
+    ex.add_argument("cmd", nargs=argparse.REMAINDER, help="the command (after --)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from npudure.lab.lab import Lab
+
+    lab = Lab(args.state_dir)
+    try:
+        if args.lab_command == "up":
+            lab.up(
+                boards=args.boards,
+                scheduler_host=args.scheduler_host,
+                backend=args.backend,
+                inventory=args.inventory,
+                timeout=args.timeout,
+                keep_on_failure=args.keep_on_failure,
+            )
+            return 0
+        if args.lab_command == "down":
+            lab.down()
+            return 0
+        if args.lab_command == "status":
+            return _status(lab)
+        if args.lab_command == "exec":
+            cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+            if not cmd:
+                print("usage: npudure lab exec BOARD -- CMD [ARG...]", file=sys.stderr)
+                return 2
+            proc = lab.exec(
+                args.board, cmd, via="ssh" if args.ssh else "nsenter", timeout=args.timeout, capture=False
+            )
+            return proc.returncode
+    except LabError as exc:
+        print(f"npudure lab {args.lab_command}: {exc}", file=sys.stderr)
+        return 1
+    return 2
+
+
+def _status(lab) -> int:
+    if not lab.nodes:
+        print(f"no lab in {lab.state_dir} (start one with `npudure lab up`)")
+        return 1
+    rows = [("BOARD", "ADDRESS", "ROLE", "NSPAWN PID", "SYSTEMD", "SSH")]
+    statuses = lab.status()
+    for s in statuses:
+        rows.append(
+            (s.name, s.address, s.role, str(s.nspawn_pid or "-"), s.systemd, "ok" if s.ssh_ok else "no")
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    if lab.inventory_path:
+        print(f"inventory: {lab.inventory_path}")
+    return 0 if all(s.ssh_ok for s in statuses) else 1

@@ -1,0 +1,64 @@
+"""The Ansible inventory for the lab (``inventory/lab/hosts.yml``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import yaml
+
+from npudure.lab.fakehw import SYSFS_ROOT
+from npudure.lab.network import Node
+
+SSH_COMMON_ARGS = "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"
+HEADER = (
+    "# Written by `npudure lab up`; removed by `npudure lab down`. Do not edit: it is rewritten.\n"
+    "# The emulated fleet: boards are systemd-nspawn containers on this machine.\n"
+)
+
+
+def default_path() -> Path:
+    """``inventory/lab/hosts.yml`` in the repository the package runs from, else in the current folder."""
+    repo = Path(__file__).resolve().parents[2]
+    base = repo if (repo / "pyproject.toml").exists() else Path.cwd()
+    return base / "inventory" / "lab" / "hosts.yml"
+
+
+def render(
+    nodes: Sequence[Node],
+    key_path: Path,
+    backend: str = "sim",
+    irq_proc_root: str = "/proc",
+    sysfs_root: str = SYSFS_ROOT,
+) -> dict:
+    boards = {n.name: {"ansible_host": n.address} for n in nodes if n.role == "board"}
+    scheds = {n.name: {"ansible_host": n.address} for n in nodes if n.role == "scheduler"}
+    children: dict = {"boards": {"hosts": boards}}
+    if scheds:
+        children["scheduler"] = {"hosts": scheds}
+    return {
+        "all": {
+            "vars": {
+                "ansible_user": "root",
+                "ansible_ssh_private_key_file": str(Path(key_path).resolve()),
+                "ansible_ssh_common_args": SSH_COMMON_ARGS,
+                "ansible_python_interpreter": "/usr/bin/python3",
+                "npudure_lab": True,
+                "npudure_backend": backend,
+                "npudure_agent_sysfs_root": sysfs_root,
+                "npudure_irq_proc_root": irq_proc_root,
+            },
+            "children": children,
+        }
+    }
+
+
+def to_yaml(inventory: dict) -> str:
+    return HEADER + yaml.safe_dump(inventory, sort_keys=False, default_flow_style=False)
+
+
+def write(path: Path, inventory: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(to_yaml(inventory))
+    tmp.replace(path)

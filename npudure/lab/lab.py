@@ -1,0 +1,551 @@
+"""The emulated fleet as one object: ``Lab(state_dir).up(boards=3)``, ``.exec()``, ``.reboot()``,
+``.set_link()``, ``.set_cpu_quota()``, ``.down()``.
+
+Everything ``up`` creates is written to ``<state_dir>/lab.json`` before it is created, so ``down``
+removes exactly that (and is safe to run twice, or after an ``up`` that failed half-way).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shlex
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from npudure.lab import board as boardmod
+from npudure.lab import image as imagemod
+from npudure.lab import inventory as invmod
+from npudure.lab import network as net
+from npudure.lab.host import SBIN_PATH, LabError, is_mountpoint, preflight, run
+
+DEFAULT_STATE_DIR = Path("/var/lib/npudure/lab")
+NSPAWN_RUN_DIR = Path("/run/systemd/nspawn")
+STATE_FILE = "lab.json"
+STATE_FORMAT = 1
+BOARD_BOOT_TIMEOUT_S = 90.0
+STOP_TIMEOUT_S = 15.0
+
+Log = Callable[[str], None]
+
+
+@contextlib.contextmanager
+def machine_lock(log: Log, timeout: float = imagemod.BUILD_TIMEOUT_S + 120):
+    """One `lab up`/`lab down` at a time on this machine: the lab's names are machine-wide, and two
+    racing `up`s would each take the other's bridge for their own. The lock is the image cache's
+    parent folder (kept between runs), so nothing is left behind."""
+    lock_dir = imagemod.cache_dir().parent
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock_dir, os.O_RDONLY)
+    try:
+        deadline = time.monotonic() + timeout
+        told = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise LabError(
+                        f"another `npudure lab` command held {lock_dir} for {timeout:.0f} s; "
+                        "wait for it or find it with `fuser -v " + str(lock_dir) + "`"
+                    ) from None
+                if not told:
+                    log(f"waiting for another `npudure lab up/down` to finish (lock on {lock_dir})")
+                    told = True
+                time.sleep(0.5)
+        yield
+    finally:
+        os.close(fd)
+
+
+def default_state_dir() -> Path:
+    return Path(os.environ.get("NPUDURE_LAB_STATE") or DEFAULT_STATE_DIR)
+
+
+def ssh_base(key: Path, connect_timeout: int = 5) -> list[str]:
+    return [
+        "ssh",
+        "-i",
+        str(key),
+        "-o",
+        "StrictHostKeyChecking=no",
+        "-o",
+        "UserKnownHostsFile=/dev/null",
+        "-o",
+        "LogLevel=ERROR",
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        f"ConnectTimeout={connect_timeout}",
+    ]
+
+
+@dataclass
+class NodeStatus:
+    name: str
+    address: str
+    role: str
+    nspawn_pid: int | None
+    systemd: str
+    ssh_ok: bool
+
+
+class Lab:
+    def __init__(self, state_dir: Path | str | None = None) -> None:
+        self.state_dir = Path(state_dir) if state_dir else default_state_dir()
+        self.state_file = self.state_dir / STATE_FILE
+        self.key = self.state_dir / "ssh" / "id_ed25519"
+
+    # ---- state ---------------------------------------------------------------------------------
+    def _load(self) -> dict | None:
+        try:
+            return json.loads(self.state_file.read_text())
+        except FileNotFoundError:
+            return None
+        except ValueError as exc:
+            raise LabError(
+                f"{self.state_file} is damaged ({exc}); remove it by hand after checking "
+                "that no board runs (`ip netns`, `ps -ef | grep nspawn`)"
+            ) from exc
+
+    def _save(self, state: dict) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_file.with_name(STATE_FILE + ".tmp")
+        tmp.write_text(json.dumps(state, indent=2) + "\n")
+        tmp.replace(self.state_file)
+
+    @property
+    def is_up(self) -> bool:
+        state = self._load()
+        return bool(state and state.get("phase") == "up")
+
+    @property
+    def nodes(self) -> list[net.Node]:
+        state = self._load() or {}
+        return [net.Node(**n) for n in state.get("nodes", [])]
+
+    @property
+    def boards(self) -> list[net.Node]:
+        return [n for n in self.nodes if n.role == "board"]
+
+    @property
+    def inventory_path(self) -> Path | None:
+        state = self._load() or {}
+        return Path(state["inventory"]) if state.get("inventory") else None
+
+    def node(self, name: str) -> net.Node:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        known = ", ".join(n.name for n in self.nodes) or "none (is the lab up?)"
+        raise LabError(f"no board named {name!r}; boards: {known}")
+
+    def paths(self, name: str) -> boardmod.BoardPaths:
+        return boardmod.BoardPaths(self.node(name), self.state_dir)
+
+    def root(self, name: str) -> Path:
+        """The board's root as seen from the host (its overlay mount)."""
+        return self.paths(name).root
+
+    # ---- up ------------------------------------------------------------------------------------
+    def up(
+        self,
+        boards: int = 3,
+        scheduler_host: bool = True,
+        backend: str = "sim",
+        inventory: Path | None = None,
+        timeout: float = BOARD_BOOT_TIMEOUT_S,
+        log: Log = print,
+        keep_on_failure: bool = False,
+    ) -> list[net.Node]:
+        """Build the image if needed, boot every machine, wait for sshd, write the inventory.
+
+        On failure everything made so far is removed again (boot logs are kept in
+        ``<state_dir>/last-failure/``) unless `keep_on_failure`.
+        """
+        preflight()
+        with machine_lock(log):
+            return self._up(boards, scheduler_host, backend, inventory, timeout, log, keep_on_failure)
+
+    def _up(
+        self,
+        boards: int,
+        scheduler_host: bool,
+        backend: str,
+        inventory: Path | None,
+        timeout: float,
+        log: Log,
+        keep_on_failure: bool,
+    ) -> list[net.Node]:
+        nodes = net.plan_nodes(boards, scheduler_host)
+        state = self._load()
+        if state:
+            same = (
+                state.get("boards") == boards
+                and state.get("scheduler_host") == scheduler_host
+                and state.get("backend") == backend
+            )
+            if same and state.get("phase") == "up" and all(s.ssh_ok for s in self.status()):
+                log(f"the lab is already up with {boards} boards; reusing it")
+                return self.nodes
+            what = (
+                f"a lab with {state.get('boards')} boards (scheduler host: {state.get('scheduler_host')}, "
+                f"backend {state.get('backend')}) is"
+                if state.get("phase") == "up"
+                else "a half-started lab is"
+            )
+            raise LabError(
+                f"{what} already in {self.state_dir}; run `npudure lab down{self._state_dir_arg()}` first"
+            )
+        self._refuse_foreign(nodes)
+        inventory = Path(inventory) if inventory else invmod.default_path()
+        state = {
+            "format": STATE_FORMAT,
+            "phase": "starting",
+            "boards": boards,
+            "scheduler_host": scheduler_host,
+            "backend": backend,
+            "nodes": [n.__dict__ for n in nodes],
+            "inventory": str(inventory.resolve()),
+            "created_dirs": [],
+            "nspawn_tmpfs": False,
+            "bridge": False,
+        }
+        created = state["created_dirs"]
+        for d in (
+            *_missing_parents(self.state_dir),
+            *_missing_parents(inventory.parent),
+            *_missing_parents(net.NETNS_DIR),
+            *_missing_parents(NSPAWN_RUN_DIR),
+        ):
+            if not Path(d).exists():
+                created.append(str(d))
+        for base in boardmod.cgroup_bases():
+            if not base.exists():
+                created.append(str(base))
+        self._save(state)
+        try:
+            return self._bring_up(state, nodes, inventory, timeout, log)
+        except (Exception, KeyboardInterrupt) as exc:
+            if keep_on_failure:
+                raise
+            saved = self._save_failure_logs(nodes)
+            log(f"lab up failed; removing what it made (boot logs kept in {saved})")
+            try:
+                self._down(log=lambda _m: None, timeout=STOP_TIMEOUT_S)
+            except LabError as down_exc:
+                log(f"clean-up after the failure was incomplete: {down_exc}")
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            raise LabError(f"{exc} (boot logs: {saved})") from exc
+
+    def _bring_up(
+        self, state: dict, nodes: list[net.Node], inventory: Path, timeout: float, log: Log
+    ) -> list[net.Node]:
+        started = time.monotonic()
+        image = imagemod.ensure_image(log=log)
+        state["image"] = str(image)
+        self._save(state)
+        pubkey = self._ensure_key()
+
+        # /run is not a tmpfs here; nspawn refuses to clean its propagation folder on anything else.
+        NSPAWN_RUN_DIR.mkdir(parents=True, exist_ok=True)
+        if not is_mountpoint(NSPAWN_RUN_DIR):
+            state["nspawn_tmpfs"] = True
+            self._save(state)
+            run(
+                ["mount", "-t", "tmpfs", "-o", "mode=0755,size=16m", "npudure-lab", str(NSPAWN_RUN_DIR)],
+                f"mounting a tmpfs on {NSPAWN_RUN_DIR}",
+            )
+
+        state["bridge"] = True
+        self._save(state)
+        net.create_bridge()
+        for node in nodes:
+            paths = boardmod.BoardPaths(node, self.state_dir)
+            net.create_node_net(node)
+            boardmod.make_cgroups(paths)
+            boardmod.mount_overlay(paths, image)
+            boardmod.personalize(paths, nodes, pubkey)
+            boardmod.start_launcher(
+                paths, boardmod.nspawn_cmd(node, paths.root, fake_proc=node.role == "board")
+            )
+        log(f"{len(nodes)} machines booting; waiting for sshd on each (up to {timeout:.0f} s)")
+        self._wait_ssh(nodes, timeout)
+
+        invmod.write(inventory, invmod.render(nodes, self.key, backend=state["backend"]))
+        state["phase"] = "up"
+        self._save(state)
+        log(
+            f"lab up in {time.monotonic() - started:.1f} s: "
+            + ", ".join(f"{n.name}={n.address}" for n in nodes)
+            + f"; inventory: {inventory}"
+        )
+        return nodes
+
+    def _save_failure_logs(self, nodes: Sequence[net.Node]) -> Path:
+        dest = self.state_dir / "last-failure"
+        dest.mkdir(parents=True, exist_ok=True)
+        for node in nodes:
+            paths = boardmod.BoardPaths(node, self.state_dir)
+            for f in (paths.console_log, paths.launcher_log):
+                if f.exists():
+                    (dest / f"{node.name}-{f.name}").write_bytes(f.read_bytes()[-200_000:])
+        return dest
+
+    def _state_dir_arg(self) -> str:
+        return "" if self.state_dir == default_state_dir() else f" --state-dir {self.state_dir}"
+
+    def _refuse_foreign(self, nodes: Sequence[net.Node]) -> None:
+        """Refuse when lab resources exist that this state dir did not record (another lab is up)."""
+        found = [net.BRIDGE] if net.link_exists(net.BRIDGE) else []
+        found += [n.netns for n in nodes if net.netns_exists(n.netns)]
+        found += [n.veth for n in nodes if net.link_exists(n.veth)]
+        found += [
+            str(cg) for n in nodes for cg in boardmod.BoardPaths(n, self.state_dir).cgroups() if cg.exists()
+        ]
+        if found:
+            more = f" and {len(found) - 4} more" if len(found) > 4 else ""
+            raise LabError(
+                f"lab resources already exist that {self.state_file} does not record: "
+                f"{', '.join(found[:4])}{more}. Another lab is probably up with a different --state-dir; "
+                "run `npudure lab down --state-dir <that dir>`"
+            )
+
+    def _ensure_key(self) -> str:
+        if not self.key.exists():
+            self.key.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            run(
+                [
+                    "ssh-keygen",
+                    "-q",
+                    "-t",
+                    "ed25519",
+                    "-N",
+                    "",
+                    "-C",
+                    "npudure-lab-controller",
+                    "-f",
+                    str(self.key),
+                ],
+                "generating the lab's SSH key",
+            )
+        return self.key.with_suffix(".pub").read_text()
+
+    def _wait_ssh(self, nodes: Sequence[net.Node], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        pending = list(nodes)
+        while pending:
+            for node in list(pending):
+                paths = boardmod.BoardPaths(node, self.state_dir)
+                if not boardmod.launcher_pid(paths):
+                    raise LabError(
+                        f"{node.name} stopped while booting; see {paths.console_log} and "
+                        f"{paths.launcher_log}; clean up with `npudure lab down"
+                        f"{self._state_dir_arg()}`"
+                    )
+                if _tcp_open(node.address, 22) and self._ssh_ok(node):
+                    pending.remove(node)
+            if pending and time.monotonic() > deadline:
+                names = ", ".join(n.name for n in pending)
+                logs = ", ".join(str(boardmod.BoardPaths(n, self.state_dir).console_log) for n in pending)
+                raise LabError(
+                    f"sshd did not answer within {timeout:.0f} s on {names}; see {logs}; "
+                    f"clean up with `npudure lab down{self._state_dir_arg()}`"
+                )
+            if pending:
+                time.sleep(0.3)
+
+    def _ssh_ok(self, node: net.Node) -> bool:
+        proc = subprocess.run(
+            [*ssh_base(self.key, 3), f"root@{node.address}", "true"],
+            capture_output=True,
+            timeout=15,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+        return proc.returncode == 0
+
+    # ---- down ----------------------------------------------------------------------------------
+    def down(self, log: Log = print, timeout: float = STOP_TIMEOUT_S) -> bool:
+        """Stop every board and remove what `up` created. Returns False when there was nothing."""
+        if os.geteuid() != 0:
+            raise LabError("`npudure lab down` needs root: run it with sudo")
+        with machine_lock(log):
+            return self._down(log, timeout)
+
+    def _down(self, log: Log, timeout: float) -> bool:
+        state = self._load()
+        if state is None:
+            log(f"no lab recorded in {self.state_dir}: nothing to do")
+            return False
+        nodes = [net.Node(**n) for n in state.get("nodes", [])]
+        all_paths = [boardmod.BoardPaths(n, self.state_dir) for n in nodes]
+        # Power every board off at once, then wait: ~2.5 s in total instead of per board.
+        for paths in all_paths:
+            if boardmod.launcher_pid(paths) or boardmod.nspawn_pid(paths):
+                boardmod.stop_signal(paths)
+        for paths in all_paths:
+            boardmod.stop(paths, timeout)
+        problems: list[str] = []
+        for paths in all_paths:
+            boardmod.remove_dir(paths)
+            net.remove_node_net(paths.node)
+            problems += boardmod.remove_cgroups(paths)
+        if state.get("bridge"):
+            net.remove_bridge()
+        if state.get("nspawn_tmpfs") and is_mountpoint(NSPAWN_RUN_DIR):
+            run(["umount", str(NSPAWN_RUN_DIR)], f"unmounting the tmpfs on {NSPAWN_RUN_DIR}")
+        inventory = Path(state["inventory"]) if state.get("inventory") else None
+        if inventory and inventory.exists():
+            inventory.unlink()
+        for f in (self.key, self.key.with_suffix(".pub")):
+            f.unlink(missing_ok=True)
+        for d in (self.key.parent, self.state_dir / "nodes"):
+            _rmdir_if_empty(d)
+        self.state_file.unlink(missing_ok=True)
+        # Folders that did not exist before `up`, deepest first, only when empty.
+        for d in sorted(state.get("created_dirs", []), key=lambda p: len(Path(p).parts), reverse=True):
+            path = Path(d)
+            # `ip netns add` bind-mounts /run/netns onto itself the first time; undo that too.
+            if path == net.NETNS_DIR and path.is_dir() and not any(path.iterdir()) and is_mountpoint(path):
+                run(["umount", str(path)], f"unmounting {path}", check=False)
+            _rmdir_if_empty(path)
+        if problems:
+            raise LabError("could not remove: " + "; ".join(problems))
+        log(f"lab down: {len(nodes)} machines stopped and removed")
+        return True
+
+    # ---- using a running lab -------------------------------------------------------------------
+    def exec(
+        self,
+        name: str,
+        cmd: Sequence[str] | str,
+        *,
+        via: str = "nsenter",
+        timeout: float = 60,
+        check: bool = False,
+        capture: bool = True,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run `cmd` inside a board. ``via="nsenter"`` works with the board's link down; ``"ssh"`` goes
+        over the lab network like Ansible does. A string runs under ``sh -c``."""
+        argv = ["sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+        node = self.node(name)
+        if via == "ssh":
+            full = [*ssh_base(self.key), f"root@{node.address}", "--", shlex.join(argv)]
+        elif via == "nsenter":
+            pid = boardmod.init_pid(self.paths(name))
+            if not pid:
+                raise LabError(f"{name} is not running (no systemd inside); see `npudure lab status`")
+            full = [
+                "nsenter",
+                "-t",
+                str(pid),
+                "--all",
+                "-r",
+                "-w",
+                "--",
+                "env",
+                "-i",
+                f"PATH={SBIN_PATH}",
+                "HOME=/root",
+                "LANG=C.UTF-8",
+                "TERM=dumb",
+                *argv,
+            ]
+        else:
+            raise LabError(f"exec via {via!r}: use 'nsenter' or 'ssh'")
+        try:
+            proc = subprocess.run(
+                full,
+                capture_output=capture,
+                text=True,
+                timeout=timeout,
+                stdin=subprocess.DEVNULL,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise LabError(f"{name}: `{shlex.join(argv)}` did not finish within {timeout:.0f} s") from exc
+        if check and proc.returncode != 0:
+            raise LabError(
+                f"{name}: `{shlex.join(argv)}` exited {proc.returncode}: "
+                f"{(proc.stderr or proc.stdout or '').strip()[-500:]}"
+            )
+        return proc
+
+    def boot_id(self, name: str) -> str | None:
+        proc = self.exec(name, ["cat", "/proc/sys/kernel/random/boot_id"], timeout=10)
+        return proc.stdout.strip() if proc.returncode == 0 else None
+
+    def reboot(self, name: str, timeout: float = BOARD_BOOT_TIMEOUT_S) -> None:
+        """Reboot a board from inside (``systemctl reboot``) and wait until sshd answers again."""
+        node = self.node(name)
+        paths = self.paths(name)
+        before_pid = boardmod.nspawn_pid(paths)
+        before_boot = self.boot_id(name)
+        self.exec(name, ["systemctl", "reboot"], timeout=30)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            now = boardmod.nspawn_pid(paths)
+            if now and now != before_pid and boardmod.init_pid(paths):
+                break
+            if not boardmod.launcher_pid(paths):
+                raise LabError(f"{name} did not come back from the reboot; see {paths.launcher_log}")
+            time.sleep(0.2)
+        else:
+            raise LabError(f"{name} did not restart within {timeout:.0f} s; see {paths.console_log}")
+        self._wait_ssh([node], max(5.0, deadline - time.monotonic()))
+        if before_boot and self.boot_id(name) == before_boot:
+            raise LabError(f"{name}: boot_id unchanged after the reboot")
+
+    def set_link(self, name: str, up: bool) -> None:
+        net.set_link(self.node(name), up)
+
+    def set_cpu_quota(self, name: str, fraction: float | None) -> None:
+        boardmod.set_cpu_quota(self.paths(name), fraction)
+
+    def status(self) -> list[NodeStatus]:
+        out = []
+        for node in self.nodes:
+            paths = boardmod.BoardPaths(node, self.state_dir)
+            pid = boardmod.nspawn_pid(paths)
+            systemd = "stopped"
+            if pid and boardmod.init_pid(paths):
+                try:
+                    proc = self.exec(node.name, ["systemctl", "is-system-running"], timeout=10)
+                    systemd = proc.stdout.strip() or "unknown"
+                except LabError:
+                    systemd = "unknown"
+            ssh_ok = bool(pid) and _tcp_open(node.address, 22) and self._ssh_ok(node)
+            out.append(NodeStatus(node.name, node.address, node.role, pid, systemd, ssh_ok))
+        return out
+
+
+def _tcp_open(address: str, port: int, timeout: float = 1.0) -> bool:
+    try:
+        with socket.create_connection((address, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _missing_parents(path: Path) -> list[Path]:
+    """`path` and its ancestors that do not exist yet, outermost first."""
+    out = []
+    p = path.resolve()
+    while not p.exists():
+        out.append(p)
+        p = p.parent
+    return list(reversed(out))
+
+
+def _rmdir_if_empty(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.rmdir()
