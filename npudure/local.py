@@ -228,9 +228,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     model = args.model
     if args.backend == "onnx" and not model:
-        from npudure.model import build_yolov8n  # cached after the first build
+        from npudure.model import ensure_model  # built once, then cached
 
-        model = str(build_yolov8n())
+        model = str(ensure_model().path)
     cluster = LocalCluster(
         boards=args.boards,
         backend=args.backend,

@@ -1,0 +1,129 @@
+"""``onnx``: YOLOv8 on the CPU with ONNX Runtime — real compute where there is no NPU.
+
+One InferenceSession per context (``npu_cores`` of them), each with ``onnx_threads`` intra-op
+threads, so contexts run in parallel like NPU cores do. The output layout (split, concat or zoo) is
+read from the model's output shapes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+
+import numpy as np
+
+from npudure.backends.base import (
+    FRAME_SHAPE,
+    INPUT_SIZE,
+    Backend,
+    BackendError,
+    Context,
+    ContextResult,
+    check_model_file,
+)
+from npudure.config import AgentConfig, PostprocessConfig
+from npudure.postprocess import Layout, LayoutError, detect_layout, postprocess
+
+_REBUILD = "rebuild it with `npudure model build --force` (or copy the fleet's model again)"
+
+
+def check_frame(image: np.ndarray) -> None:
+    if image.shape != FRAME_SHAPE or image.dtype != np.uint8:
+        raise BackendError(
+            f"frame is {image.dtype} {tuple(image.shape)}, but the model takes uint8 "
+            f"{FRAME_SHAPE} RGB (640x640, 3 channels): resize/letterbox the frame before sending it"
+        )
+
+
+def to_model_input(image: np.ndarray) -> np.ndarray:
+    """HWC uint8 RGB → NCHW float32 in 0..1 (one pass, no intermediate float copy)."""
+    return np.multiply(image.transpose(2, 0, 1)[None], np.float32(1 / 255), dtype=np.float32)
+
+
+class _OnnxContext(Context):
+    def __init__(self, session: object, input_name: str, layout: Layout, pp: PostprocessConfig) -> None:
+        self._session = session
+        self._input = input_name
+        self._layout = layout
+        self._pp = pp
+
+    def run(self, image: np.ndarray) -> ContextResult:
+        check_frame(image)
+        t0 = time.perf_counter()
+        x = to_model_input(image)
+        t1 = time.perf_counter()
+        outputs = self._session.run(None, {self._input: x})  # type: ignore[attr-defined]
+        t2 = time.perf_counter()
+        detections = postprocess(
+            outputs,
+            score_threshold=self._pp.score_threshold,
+            iou_threshold=self._pp.iou_threshold,
+            max_detections=self._pp.max_detections,
+            layout=self._layout,
+        )
+        t3 = time.perf_counter()
+        return ContextResult(detections, t1 - t0, t2 - t1, t3 - t2)
+
+
+class OnnxBackend(Backend):
+    name = "onnx"
+
+    def __init__(self, config: AgentConfig) -> None:
+        try:
+            import onnxruntime as ort
+        except ImportError:
+            raise BackendError(
+                "the onnx backend needs ONNX Runtime, which is not installed: pip install 'npudure[onnx]'"
+            ) from None
+        path = check_model_file(config.model, "onnx", ".onnx", config.model_sha256)
+        data = path.read_bytes()  # read once: every session loads the same bytes
+        self._version = f"onnxruntime {ort.__version__}"
+        self._sha256 = hashlib.sha256(data).hexdigest()  # of the bytes actually loaded
+        self._contexts: list[Context] = []
+        for _ in range(config.npu_cores):
+            opts = ort.SessionOptions()
+            opts.intra_op_num_threads = config.onnx_threads
+            opts.inter_op_num_threads = 1
+            opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+            opts.log_severity_level = 3
+            # Several sessions share the CPU: idle threads spinning for work would steal it.
+            opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            try:
+                session = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+            except Exception as exc:
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                raise BackendError(
+                    f"model file {path} cannot be loaded by ONNX Runtime ({first[:200]}): the file is "
+                    f"corrupt or not an ONNX model; {_REBUILD}"
+                ) from None
+            input_name, layout = self._check_model(session, path)
+            self._contexts.append(_OnnxContext(session, input_name, layout, config.postprocess))
+
+    @staticmethod
+    def _check_model(session: object, path: object) -> tuple[str, Layout]:
+        inputs = session.get_inputs()  # type: ignore[attr-defined]
+        shape = list(inputs[0].shape) if len(inputs) == 1 else []
+        if len(inputs) != 1 or len(shape) != 4 or shape[1:] != [3, INPUT_SIZE, INPUT_SIZE]:
+            got = ", ".join(f"{i.name} {i.shape}" for i in inputs)
+            raise BackendError(
+                f"model file {path} takes {got}, but the agent feeds one [1,3,{INPUT_SIZE},{INPUT_SIZE}] "
+                f"image; use a YOLOv8 model exported at {INPUT_SIZE}x{INPUT_SIZE} (npudure model build)"
+            )
+        out_shapes = [[d if isinstance(d, int) else 1 for d in o.shape] for o in session.get_outputs()]  # type: ignore[attr-defined]
+        try:
+            layout = detect_layout(out_shapes)
+        except LayoutError as exc:
+            raise BackendError(f"model file {path}: {exc}") from None
+        return inputs[0].name, layout
+
+    @property
+    def contexts(self) -> list[Context]:
+        return self._contexts
+
+    @property
+    def runtime_version(self) -> str:
+        return self._version
+
+    @property
+    def model_sha256(self) -> str:
+        return self._sha256

@@ -1,0 +1,202 @@
+"""``rknn``: YOLOv8 on the Rockchip NPU through rknn-toolkit-lite2 (RKNNLite).
+
+One RKNNLite context per NPU core, each pinned to its core (NPU_CORE_0, _1, _2): the reference
+measured one context on both cores (NPU_CORE_0_1) 11.5% slower than one per core, and a context
+shared between threads gave wrong results. The model is the rknn_model_zoo layout (9 outputs)
+converted with rknn-toolkit2 on x86 (docs/model.md); the runtime hands back float outputs.
+This backend never falls back to another: without the toolkit or the NPU it refuses to start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import importlib.metadata
+import mmap
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from npudure.backends.base import Backend, BackendError, Context, ContextResult, check_model_file, sha256_file
+from npudure.backends.onnx import check_frame
+from npudure.config import AgentConfig, PostprocessConfig
+from npudure.postprocess import Layout, detect_layout, postprocess
+
+LIBRKNNRT = "/usr/lib/librknnrt.so"
+MAX_NPU_CORES = 3  # RK3588; the RK3576 has 2
+_VERSION_MARK = b"librknnrt version: "
+
+_INSTALL = (
+    "the rknn backend needs rknn-toolkit-lite2 (Python wheels for aarch64 boards only) and the vendor "
+    f"runtime library {LIBRKNNRT}: on the board run `pip install 'npudure[rknn]'` (or "
+    "`pip install rknn-toolkit-lite2`) and install librknnrt.so of the same version from "
+    "github.com/airockchip/rknn-toolkit2 (rknpu2/runtime/Linux/librknn_api/aarch64) to /usr/lib. "
+    "It never falls back to another backend: on a machine without an NPU set `backend: onnx` (CPU) "
+    "or `backend: sim` (emulated) in the agent config"
+)
+
+
+def read_librknnrt_version(path: str | os.PathLike[str] = LIBRKNNRT) -> str | None:
+    """The version string embedded in librknnrt.so ("librknnrt version: X"), or None."""
+    try:
+        with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            at = data.find(_VERSION_MARK)
+            if at < 0:
+                return None
+            tail = data[at + len(_VERSION_MARK) : at + len(_VERSION_MARK) + 200]
+    except (OSError, ValueError):  # missing, unreadable, or empty (mmap of 0 bytes)
+        return None
+    text = tail.split(b"\0", 1)[0].splitlines()[0] if tail else b""
+    version = text.decode("ascii", "replace").strip()
+    return version or None
+
+
+def _core_masks(lite_class: type, count: int) -> list[int]:
+    return [int(getattr(lite_class, f"NPU_CORE_{i}", 1 << i)) for i in range(count)]
+
+
+def _init_hints(path: Path) -> str:
+    """What is likely wrong when load_rknn/init_runtime fails, from what this machine shows."""
+    hints = []
+    lib = read_librknnrt_version(LIBRKNNRT)
+    if not Path(LIBRKNNRT).exists():
+        hints.append(f"{LIBRKNNRT} is missing (install the vendor runtime)")
+    else:
+        hints.append(
+            f"{LIBRKNNRT} is version {lib or 'unknown'}: it must match the rknn-toolkit2 that converted "
+            f"{path.name} ('Invalid RKNN model version' in the log means it does not)"
+        )
+    nodes = glob.glob("/dev/rknpu*") + glob.glob("/dev/dri/renderD*")
+    if not nodes:
+        hints.append("no NPU device (/dev/rknpu or /dev/dri/renderD*): the kernel lacks the rknpu driver")
+    else:
+        hints.append(
+            f"the NPU device ({', '.join(sorted(nodes))}) needs read/write access: run as root or add "
+            "the agent's user to the video and render groups"
+        )
+    hints.append("the model must be converted for this SoC (target_platform rk3576 or rk3588)")
+    return "; ".join(hints)
+
+
+class _RknnContext(Context):
+    def __init__(self, lite: object, core: int, pp: PostprocessConfig) -> None:
+        self._lite = lite
+        self.core = core
+        self._pp = pp
+        self._layout: Layout | None = None
+        self._released = False
+
+    def run(self, image: np.ndarray) -> ContextResult:
+        check_frame(image)
+        t0 = time.perf_counter()
+        batch = np.ascontiguousarray(image)[None]  # NHWC uint8; the NPU does the /255 itself
+        t1 = time.perf_counter()
+        outputs = self._lite.inference(inputs=[batch], data_format=["nhwc"])  # type: ignore[attr-defined]
+        t2 = time.perf_counter()
+        if outputs is None:
+            raise BackendError(
+                f"NPU core {self.core}: RKNNLite.inference returned no outputs (see the rknn log above; "
+                "an NPU hang or a driver error)"
+            )
+        if self._layout is None:
+            self._layout = detect_layout([np.shape(o) for o in outputs])
+        detections = postprocess(
+            outputs,
+            score_threshold=self._pp.score_threshold,
+            iou_threshold=self._pp.iou_threshold,
+            max_detections=self._pp.max_detections,
+            layout=self._layout,
+        )
+        t3 = time.perf_counter()
+        return ContextResult(detections, t1 - t0, t2 - t1, t3 - t2)
+
+    def close(self) -> None:
+        if not self._released:
+            self._released = True
+            self._lite.release()  # type: ignore[attr-defined]
+
+
+class RknnBackend(Backend):
+    name = "rknn"
+
+    def __init__(self, config: AgentConfig) -> None:
+        try:
+            from rknnlite.api import RKNNLite
+        except ImportError:
+            raise BackendError(_INSTALL) from None
+        path = check_model_file(config.model, "rknn", ".rknn", config.model_sha256)
+        if config.npu_cores > MAX_NPU_CORES:
+            raise BackendError(
+                f"npu_cores is {config.npu_cores}, but Rockchip NPUs have at most {MAX_NPU_CORES} cores: "
+                "set npu_cores to 2 on an RK3576 or 3 on an RK3588"
+            )
+        self._sha256 = sha256_file(path)
+        self._contexts: list[Context] = []
+        try:
+            for core, mask in enumerate(_core_masks(RKNNLite, config.npu_cores)):
+                lite = RKNNLite()
+                ctx = _RknnContext(lite, core, config.postprocess)
+                self._contexts.append(ctx)  # so a later failure releases this one too
+                ret = self._call(lite.load_rknn, str(path))
+                if ret != 0:
+                    raise BackendError(
+                        f"NPU core {core}: load_rknn({path}) returned {ret}: the file is not a valid .rknn "
+                        f"model for this runtime; {_init_hints(path)}"
+                    )
+                ret = self._call(lite.init_runtime, core_mask=mask)
+                if ret != 0:
+                    raise BackendError(
+                        f"NPU core {core}: init_runtime(core_mask={mask}) returned {ret}; likely causes: "
+                        f"{_init_hints(path)}"
+                    )
+        except BaseException:
+            self.close()
+            raise
+        self._version = self._runtime_version()
+
+    @staticmethod
+    def _call(fn: object, *args: object, **kwargs: object) -> object:
+        try:
+            return fn(*args, **kwargs)  # type: ignore[operator]
+        except Exception as exc:  # the toolkit raises as well as returning codes
+            return f"an error ({type(exc).__name__}: {exc})"
+
+    def _runtime_version(self) -> str:
+        lite = self._contexts[0]._lite if self._contexts else None  # type: ignore[attr-defined]
+        get = getattr(lite, "get_sdk_version", None)
+        if callable(get):
+            try:
+                sdk = get()
+            except Exception:
+                sdk = None
+            if isinstance(sdk, str) and sdk.strip():
+                return "rknnrt " + " ".join(sdk.split())
+        lib = read_librknnrt_version(LIBRKNNRT)
+        if lib:
+            return f"librknnrt {lib}"
+        try:
+            return f"rknn-toolkit-lite2 {importlib.metadata.version('rknn-toolkit-lite2')}"
+        except importlib.metadata.PackageNotFoundError:
+            return "unknown"
+
+    @property
+    def contexts(self) -> list[Context]:
+        return self._contexts
+
+    @property
+    def runtime_version(self) -> str:
+        return self._version
+
+    @property
+    def model_sha256(self) -> str:
+        return self._sha256
+
+    def close(self) -> None:
+        for ctx in self._contexts:
+            with contextlib.suppress(Exception):  # release the others even if one fails
+                ctx.close()
+
+
+__all__ = ["LIBRKNNRT", "RknnBackend", "read_librknnrt_version"]

@@ -1,0 +1,184 @@
+"""The rknn backend without a board: a missing toolkit, and a fake ``rknnlite`` returning planted
+zoo-layout tensors."""
+
+from __future__ import annotations
+
+import sys
+import types
+from typing import ClassVar
+
+import numpy as np
+import pytest
+
+from npudure.backends import BackendError, create_backend
+from npudure.backends import rknn as rknn_mod
+from npudure.backends.rknn import RknnBackend, read_librknnrt_version
+from npudure.config import AgentConfig
+
+# A box at (120, 168)-(232, 280): stride-16 cell (10, 12), sides l=3 t=2 r=4 b=5 strides; class 7.
+PLANTED = [120.0, 168.0, 232.0, 280.0, 0.9, 7.0]
+
+
+def zoo_outputs() -> list[np.ndarray]:
+    outs = []
+    for s in (8, 16, 32):
+        hw = 640 // s
+        outs += [
+            np.zeros((1, 64, hw, hw), np.float32),
+            np.full((1, 80, hw, hw), 0.01, np.float32),
+            np.zeros((1, 1, hw, hw), np.float32),
+        ]
+    box, cls = outs[3], outs[4]
+    for side, dist in enumerate((3, 2, 4, 5)):
+        box[0, side * 16 : side * 16 + 16, 12, 10] = -30.0
+        box[0, side * 16 + dist, 12, 10] = 30.0
+    cls[0, 7, 12, 10] = 0.9
+    return outs
+
+
+class FakeRKNNLite:
+    NPU_CORE_AUTO, NPU_CORE_0, NPU_CORE_1, NPU_CORE_2, NPU_CORE_0_1 = 0, 1, 2, 4, 3
+    instances: ClassVar[list[FakeRKNNLite]] = []
+    init_ret = 0
+    load_ret = 0
+
+    def __init__(self) -> None:
+        self.loaded: str | None = None
+        self.core_mask: int | None = None
+        self.released = 0
+        self.inputs: list = []
+        FakeRKNNLite.instances.append(self)
+
+    def load_rknn(self, path: str) -> int:
+        self.loaded = path
+        return FakeRKNNLite.load_ret
+
+    def init_runtime(self, core_mask: int = 0) -> int:
+        self.core_mask = core_mask
+        return FakeRKNNLite.init_ret if core_mask == FakeRKNNLite.NPU_CORE_1 else 0
+
+    def inference(self, inputs, data_format=None):
+        self.inputs.append((inputs, data_format))
+        return zoo_outputs()
+
+    def get_sdk_version(self) -> str:
+        return "API: 2.3.2 (fake)\nDRV: rknnrt: 2.3.2 (fake)"
+
+    def release(self) -> None:
+        self.released += 1
+
+
+@pytest.fixture
+def fake_rknnlite(monkeypatch):
+    FakeRKNNLite.instances = []
+    FakeRKNNLite.init_ret = 0
+    FakeRKNNLite.load_ret = 0
+    package = types.ModuleType("rknnlite")
+    api = types.ModuleType("rknnlite.api")
+    api.RKNNLite = FakeRKNNLite  # type: ignore[attr-defined]
+    package.api = api  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "rknnlite", package)
+    monkeypatch.setitem(sys.modules, "rknnlite.api", api)
+    return FakeRKNNLite
+
+
+@pytest.fixture
+def model(tmp_path):
+    path = tmp_path / "yolov8n.rknn"
+    path.write_bytes(b"RKNN fake model")
+    return path
+
+
+def _config(model, cores: int = 3, **kw) -> AgentConfig:
+    return AgentConfig(node_name="b1", backend="rknn", model=str(model), npu_cores=cores, **kw)
+
+
+def test_without_the_toolkit_the_error_says_what_to_install(monkeypatch, model) -> None:
+    monkeypatch.setitem(sys.modules, "rknnlite", None)
+    with pytest.raises(BackendError) as info:
+        create_backend(_config(model))
+    text = str(info.value)
+    assert "rknn-toolkit-lite2" in text and "aarch64" in text and "/usr/lib/librknnrt.so" in text
+    assert "never falls back" in text
+
+
+def test_one_context_per_core_with_its_mask(fake_rknnlite, model) -> None:
+    backend = create_backend(_config(model, cores=3))
+    assert isinstance(backend, RknnBackend)
+    assert [f.core_mask for f in fake_rknnlite.instances] == [1, 2, 4]
+    assert all(f.loaded == str(model) for f in fake_rknnlite.instances)
+    assert len(backend.contexts) == 3
+    assert backend.runtime_version == "rknnrt API: 2.3.2 (fake) DRV: rknnrt: 2.3.2 (fake)"
+    assert len(backend.model_sha256) == 64
+    backend.close()
+    backend.close()  # idempotent: each context released exactly once
+    assert [f.released for f in fake_rknnlite.instances] == [1, 1, 1]
+
+
+def test_run_returns_the_planted_detection(fake_rknnlite, model) -> None:
+    backend = RknnBackend(_config(model, cores=2))
+    frame = np.random.default_rng(0).integers(0, 256, (640, 640, 3), dtype=np.uint8)
+    result = backend.contexts[1].run(frame)
+    np.testing.assert_allclose(result.detections, [PLANTED], atol=1e-3)
+    (inputs, data_format), *_ = fake_rknnlite.instances[1].inputs
+    assert data_format == ["nhwc"]
+    assert inputs[0].shape == (1, 640, 640, 3) and inputs[0].dtype == np.uint8
+    assert np.array_equal(inputs[0][0], frame)
+    assert fake_rknnlite.instances[0].inputs == []  # context 1 used its own core only
+    assert result.inference_s >= 0 and result.postprocess_s > 0
+    backend.close()
+
+
+def test_init_failure_names_core_code_and_causes_and_releases(fake_rknnlite, model) -> None:
+    fake_rknnlite.init_ret = -6
+    with pytest.raises(BackendError) as info:
+        RknnBackend(_config(model, cores=3))
+    text = str(info.value)
+    assert "NPU core 1" in text and "returned -6" in text and "core_mask=2" in text
+    assert "Invalid RKNN model version" in text or "librknnrt.so is missing" in text
+    assert "video and render groups" in text or "rknpu" in text
+    # The contexts created so far are released; no third one was started.
+    assert [f.released for f in fake_rknnlite.instances] == [1, 1]
+
+
+def test_load_failure_is_reported(fake_rknnlite, model) -> None:
+    fake_rknnlite.load_ret = -1
+    with pytest.raises(BackendError, match=r"NPU core 0: load_rknn\(.*\) returned -1"):
+        RknnBackend(_config(model, cores=2))
+
+
+def test_model_checks_and_core_limit(fake_rknnlite, tmp_path, model) -> None:
+    with pytest.raises(BackendError, match="does not exist"):
+        RknnBackend(_config(tmp_path / "missing.rknn"))
+    onnx_file = tmp_path / "m.onnx"
+    onnx_file.write_bytes(b"x")
+    with pytest.raises(BackendError, match=r"not a \.rknn file"):
+        RknnBackend(_config(onnx_file))
+    with pytest.raises(BackendError, match="at most 3 cores"):
+        RknnBackend(_config(model, cores=4))
+    assert fake_rknnlite.instances == []
+
+
+def test_read_librknnrt_version(tmp_path) -> None:
+    lib = tmp_path / "librknnrt.so"
+    lib.write_bytes(
+        b"\x7fELF" + b"\0" * 5000 + b"librknnrt version: 2.3.2 (429f97ae6b@2025-04-09T09:09:27)\0tail"
+    )
+    assert read_librknnrt_version(lib) == "2.3.2 (429f97ae6b@2025-04-09T09:09:27)"
+    plain = tmp_path / "other.so"
+    plain.write_bytes(b"\x7fELF no version here")
+    assert read_librknnrt_version(plain) is None
+    empty = tmp_path / "empty.so"
+    empty.write_bytes(b"")
+    assert read_librknnrt_version(empty) is None
+    assert read_librknnrt_version(tmp_path / "missing.so") is None
+
+
+def test_runtime_version_falls_back_to_the_library(fake_rknnlite, model, monkeypatch, tmp_path) -> None:
+    lib = tmp_path / "librknnrt.so"
+    lib.write_bytes(b"librknnrt version: 2.1.0 (x)\0")
+    monkeypatch.setattr(rknn_mod, "LIBRKNNRT", str(lib))
+    monkeypatch.delattr(FakeRKNNLite, "get_sdk_version")
+    backend = RknnBackend(_config(model, cores=1))
+    assert backend.runtime_version == "librknnrt 2.1.0 (x)"
+    backend.close()
