@@ -26,7 +26,7 @@ PATTERNS: list[tuple[str, re.Pattern[str]]] = [
             r"[\"']?(?!\{\{|\$\{|<|\*+|none\b|null\b|false\b|true\b|changeme\b|\"?$)([^\s\"',;#]{6,})"
         ),
     ),
-    # Prose: "the password is hunter22", "password for the board: s3cr3t!".
+    # Prose: "the password is hunter22", "password for the board: s3cr3t!".  secret-scan: allow
     (
         "secret in prose",
         re.compile(
