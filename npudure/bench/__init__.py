@@ -1,0 +1,22 @@
+"""``npudure bench``: measure a running cluster — saturation, scaling, heterogeneity, open loop.
+
+Python API: ``BenchSession`` (see npudure/bench/session.py) and ``BenchSettings``; ``recompute`` checks
+a result folder's figures against its raw samples. Imports are lazy so ``npudure bench --help`` is quick.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from npudure.bench.session import BenchSession, BenchSettings, RunSpec
+
+__all__ = ["BenchSession", "BenchSettings", "RunSpec"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from npudure.bench import session
+
+        return getattr(session, name)
+    raise AttributeError(name)

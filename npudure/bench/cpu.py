@@ -1,0 +1,116 @@
+"""CPU meters for the validity checks: is the load generator (or the scheduler) itself the bottleneck?
+
+A benchmark whose generator saturates a core measures the generator. The harness process is metered
+with ``os.times()`` (all threads) and the event-loop thread with ``time.thread_time()`` (the one
+thread that issues every request). Another process on this host (the scheduler of a local cluster)
+is metered from ``/proc/<pid>/stat`` utime + stime.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+# A process (or the event-loop thread) busy more than this fraction of one core is "saturated".
+SATURATED_FRACTION_OF_CORE = 0.90
+
+
+@dataclass(frozen=True)
+class CpuSample:
+    wall_s: float  # time.perf_counter()
+    process_s: float  # user + system CPU of the whole process
+    thread_s: float  # CPU of the calling (event-loop) thread
+
+
+def harness_cpu_sample() -> CpuSample:
+    t = os.times()
+    return CpuSample(time.perf_counter(), t.user + t.system, time.thread_time())
+
+
+# Injectable for tests: a saturated generator is simulated by a probe that reports one.
+CpuProbe = Callable[[], CpuSample]
+
+
+def fraction_of_core(cpu_s: float, wall_s: float) -> float | None:
+    return cpu_s / wall_s if wall_s > 0 else None
+
+
+def _clock_ticks() -> int:
+    try:
+        return os.sysconf("SC_CLK_TCK")
+    except (ValueError, OSError):
+        return 100
+
+
+def process_cpu_s(pid: int) -> float | None:
+    """utime + stime of ``pid`` in seconds, from /proc/<pid>/stat; None if unreadable (gone, not Linux)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    # The command name (field 2) may contain spaces and parentheses: split after its closing ')'.
+    fields = stat[stat.rfind(")") + 2 :].split()
+    try:
+        utime, stime = int(fields[11]), int(fields[12])  # fields 14 and 15 of proc(5)
+    except (IndexError, ValueError):
+        return None
+    return (utime + stime) / _clock_ticks()
+
+
+def host_cpu_busy_s() -> tuple[float, float] | None:
+    """(busy, total) CPU seconds of the whole host since boot, from /proc/stat; None if unavailable."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            first = f.readline().split()
+    except OSError:
+        return None
+    if not first or first[0] != "cpu":
+        return None
+    values = [int(v) for v in first[1:]]
+    idle = values[3] + (values[4] if len(values) > 4 else 0)  # idle + iowait
+    ticks = _clock_ticks()
+    return (sum(values) - idle) / ticks, sum(values) / ticks
+
+
+def _listening_inodes(port: int) -> set[str]:
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table, encoding="ascii") as f:
+                next(f, None)
+                for line in f:
+                    parts = line.split()
+                    # local_address is HEXIP:HEXPORT; state 0A is LISTEN; inode is field 10.
+                    if len(parts) > 9 and parts[3] == "0A" and int(parts[1].rsplit(":", 1)[1], 16) == port:
+                        inodes.add(parts[9])
+        except (OSError, ValueError):
+            continue
+    return inodes
+
+
+def pids_listening_on(port: int) -> list[int]:
+    """Pids of the processes on this host listening on TCP ``port`` (needs permission to read their fds;
+    empty when none is found or the port belongs to another host)."""
+    inodes = _listening_inodes(port)
+    if not inodes:
+        return []
+    wanted = {f"socket:[{i}]" for i in inodes}
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fds = os.listdir(f"/proc/{entry}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{entry}/fd/{fd}") in wanted:
+                    pids.append(int(entry))
+                    break
+            except OSError:
+                continue
+    return sorted(pids)

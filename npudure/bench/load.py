@@ -1,0 +1,319 @@
+"""Load generators: closed loop at concurrency c, open loop at rate λ (constant or Poisson arrivals).
+
+The generator must never be the bottleneck, so each call sends pre-serialized InferRequest bytes over
+a generic unary call (no protobuf work per request) and keeps the raw response bytes; responses are
+parsed after the run. Warm-up samples are recorded but fall outside the measurement window.
+
+Open-loop latency counts from the INTENDED send time: when the generator (or a full outstanding cap)
+sends late, the wait is charged to latency rather than silently dropped, and the lateness itself is
+recorded and flagged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import grpc
+import numpy as np
+
+from npudure.bench.cpu import CpuProbe, CpuSample, harness_cpu_sample
+from npudure.bench.samples import Samples, from_raw
+
+INFER_METHOD = "/npudure.v1.Inference/Infer"
+# Open loop: sends later than this (p99) mean the generator did not keep its schedule.
+BEHIND_LAG_P99_MS = 10.0
+# Open loop: sending fewer than this share of the requests scheduled in the window means λ was not offered.
+BEHIND_RATE_FRACTION = 0.95
+# After an error a closed-loop worker pauses this long, so a dead target is not spun on at full speed.
+ERROR_PAUSE_S = 0.01
+MAX_ERROR_MESSAGES = 5
+
+
+class Target:
+    """``connections`` gRPC channels (separate TCP connections) to one scheduler or agent."""
+
+    def __init__(self, address: str, connections: int = 2, max_message_bytes: int = 16 * 1024 * 1024) -> None:
+        self.address = address
+        self.connections = max(1, connections)
+        self._options = [
+            ("grpc.max_send_message_length", max_message_bytes),
+            ("grpc.max_receive_message_length", max_message_bytes),
+            # Without a local subchannel pool, channels with identical options share one connection.
+            ("grpc.use_local_subchannel_pool", 1),
+        ]
+        self._channels: list[grpc.aio.Channel] = []
+        self._calls: list[grpc.aio.UnaryUnaryMultiCallable] = []
+        self._rr = itertools.count()
+
+    async def open(self, ready_timeout_s: float = 10.0) -> None:
+        for _ in range(self.connections):
+            channel = grpc.aio.insecure_channel(self.address, options=self._options)
+            self._channels.append(channel)
+            # No serializers: the request is already bytes and the response stays bytes.
+            self._calls.append(channel.unary_unary(INFER_METHOD))
+        try:
+            await asyncio.wait_for(
+                asyncio.gather(*(c.channel_ready() for c in self._channels)), ready_timeout_s
+            )
+        except TimeoutError:
+            await self.close()
+            raise ConnectionError(
+                f"cannot connect to {self.address} within {ready_timeout_s:.0f}s: is the scheduler running "
+                "there, and is the address host:port of its gRPC port?"
+            ) from None
+
+    async def close(self) -> None:
+        channels, self._channels, self._calls = self._channels, [], []
+        for channel in channels:
+            await channel.close()
+
+    def infer(self, payload: bytes, timeout_s: float) -> grpc.aio.UnaryUnaryCall:
+        call = self._calls[next(self._rr) % len(self._calls)]
+        return call(payload, timeout=timeout_s)
+
+
+@dataclass
+class LoadResult:
+    samples: Samples
+    window_start_s: float
+    window_end_s: float
+    cpu_start: CpuSample
+    cpu_end: CpuSample
+    error_messages: dict[str, int] = field(default_factory=dict)
+    # Open loop only.
+    schedule: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def wall_s(self) -> float:
+        return self.cpu_end.wall_s - self.cpu_start.wall_s
+
+    def generator_cpu(self) -> dict[str, float | None]:
+        wall = self.wall_s
+        proc = self.cpu_end.process_s - self.cpu_start.process_s
+        thread = self.cpu_end.thread_s - self.cpu_start.thread_s
+        return {
+            "wall_s": wall,
+            "process_cpu_s": proc,
+            "loop_thread_cpu_s": thread,
+            "process_fraction_of_core": proc / wall if wall > 0 else None,
+            "loop_thread_fraction_of_core": thread / wall if wall > 0 else None,
+        }
+
+
+class _Collector:
+    def __init__(self) -> None:
+        self.intended: list[float] = []
+        self.sent: list[float] = []
+        self.done: list[float] = []
+        self.codes: list[int] = []
+        self.responses: list[bytes | None] = []
+        self.errors: dict[str, int] = {}
+
+    def add(self, intended: float, sent: float, done: float, code: int, response: bytes | None) -> None:
+        self.intended.append(intended)
+        self.sent.append(sent)
+        self.done.append(done)
+        self.codes.append(code)
+        self.responses.append(response)
+
+    def note_error(self, exc: grpc.aio.AioRpcError) -> int:
+        key = f"{exc.code().name}: {exc.details()}"
+        if key in self.errors or len(self.errors) < MAX_ERROR_MESSAGES:
+            self.errors[key] = self.errors.get(key, 0) + 1
+        return int(exc.code().value[0])
+
+    def samples(self) -> Samples:
+        return from_raw(self.intended, self.sent, self.done, self.codes, self.responses)
+
+
+async def _call(
+    target: Target, payload: bytes, timeout_s: float, col: _Collector
+) -> tuple[int, bytes | None]:
+    try:
+        return 0, await target.infer(payload, timeout_s)
+    except grpc.aio.AioRpcError as exc:
+        return col.note_error(exc), None
+
+
+async def closed_loop(
+    target: Target,
+    requests: Sequence[bytes],
+    concurrency: int,
+    warmup_s: float,
+    duration_s: float,
+    min_samples: int = 100,
+    max_duration_s: float | None = None,
+    timeout_s: float = 30.0,
+    cpu_probe: CpuProbe = harness_cpu_sample,
+    progress: Callable[[float], None] | None = None,
+    t0: float | None = None,
+) -> LoadResult:
+    """``concurrency`` requests always outstanding. The window opens after ``warmup_s`` and closes after
+    ``duration_s`` once ``min_samples`` successful measured requests exist (or ``max_duration_s`` passed)."""
+    if concurrency < 1:
+        raise ValueError("concurrency must be at least 1")
+    col = _Collector()
+    counter = itertools.count()
+    n_frames = len(requests)
+    measured_ok = 0
+    stop = False
+    cpu_start = cpu_probe()
+    t0 = time.perf_counter() if t0 is None else t0  # times are seconds since t0
+
+    async def worker() -> None:
+        nonlocal measured_ok
+        while not stop:
+            payload = requests[next(counter) % n_frames]
+            sent = time.perf_counter() - t0
+            code, resp = await _call(target, payload, timeout_s, col)
+            done = time.perf_counter() - t0
+            col.add(sent, sent, done, code, resp)
+            if code == 0 and sent >= warmup_s:
+                measured_ok += 1
+            elif code != 0:
+                await asyncio.sleep(ERROR_PAUSE_S)
+
+    workers = [asyncio.create_task(worker()) for _ in range(concurrency)]
+    try:
+        limit = warmup_s + (max_duration_s if max_duration_s is not None else 10 * duration_s + 60)
+        target_end = warmup_s + duration_s
+        while True:
+            elapsed = time.perf_counter() - t0
+            if progress:
+                progress(elapsed)
+            if elapsed >= limit or (elapsed >= target_end and measured_ok >= min_samples):
+                break
+            await asyncio.sleep(min(0.1, max(0.001, target_end - elapsed)))
+        window_end = time.perf_counter() - t0
+        stop = True  # set in the same step as window_end: every later send would be after the window
+        await asyncio.gather(*workers)
+    finally:
+        stop = True
+        for w in workers:
+            w.cancel()
+    cpu_end = cpu_probe()
+    return LoadResult(col.samples(), warmup_s, window_end, cpu_start, cpu_end, col.errors)
+
+
+def arrival_offsets(rate: float, span_s: float, arrival: str, seed: int) -> np.ndarray:
+    """Intended send times (s from start) for rate λ over ``span_s``: evenly spaced or Poisson. Poisson
+    gaps are drawn in fixed-size chunks, so a longer span extends the same schedule."""
+    if rate <= 0:
+        raise ValueError("rate must be positive")
+    if arrival == "constant":
+        return np.arange(0.0, span_s, 1.0 / rate)
+    if arrival == "poisson":
+        rng = np.random.default_rng(seed)
+        out: list[np.ndarray] = []
+        last = 0.0
+        while last < span_s:
+            times = last + np.cumsum(rng.exponential(1.0 / rate, size=1024))
+            out.append(times)
+            last = float(times[-1])
+        all_times = np.concatenate(out)
+        return all_times[all_times < span_s]
+    raise ValueError(f"arrival {arrival!r} is not known; use constant or poisson")
+
+
+def open_loop_window(
+    rate: float, warmup_s: float, duration_s: float, arrival: str, seed: int, min_samples: int
+) -> tuple[np.ndarray, float]:
+    """(intended send times, window end): the window lasts ``duration_s`` or until ``min_samples``
+    requests are scheduled inside it, whichever is longer."""
+    span = warmup_s + max(duration_s, 2.0 * min_samples / rate + 1.0)
+    offsets = arrival_offsets(rate, span, arrival, seed)
+    end = warmup_s + duration_s
+    inside = offsets[offsets >= warmup_s]
+    if min_samples and inside[:min_samples].size == min_samples and inside[min_samples - 1] >= end:
+        end = float(np.nextafter(inside[min_samples - 1], np.inf))
+    return offsets[offsets < end], end
+
+
+async def open_loop(
+    target: Target,
+    requests: Sequence[bytes],
+    rate: float,
+    warmup_s: float,
+    duration_s: float,
+    arrival: str = "poisson",
+    seed: int = 0,
+    max_outstanding: int = 256,
+    timeout_s: float = 30.0,
+    cpu_probe: CpuProbe = harness_cpu_sample,
+    progress: Callable[[float], None] | None = None,
+    t0: float | None = None,
+    min_samples: int = 0,
+) -> LoadResult:
+    """Requests at the intended times of ``arrival_offsets``; at most ``max_outstanding`` in flight
+    (beyond it the generator waits, falls behind, and says so). The window is extended until
+    ``min_samples`` requests are scheduled inside it."""
+    offsets, window_end = open_loop_window(rate, warmup_s, duration_s, arrival, seed, min_samples)
+    col = _Collector()
+    slots = asyncio.Semaphore(max_outstanding)
+    tasks: set[asyncio.Task[None]] = set()
+    n_frames = len(requests)
+    cpu_start = cpu_probe()
+    t0 = time.perf_counter() if t0 is None else t0  # times are seconds since t0
+
+    async def one(i: int, intended: float) -> None:
+        try:
+            sent = time.perf_counter() - t0
+            code, resp = await _call(target, requests[i % n_frames], timeout_s, col)
+            col.add(intended, sent, time.perf_counter() - t0, code, resp)
+        finally:
+            slots.release()
+
+    try:
+        for i, offset in enumerate(offsets.tolist()):
+            delay = offset - (time.perf_counter() - t0)
+            if delay > 0:
+                await asyncio.sleep(delay)
+            await slots.acquire()
+            task = asyncio.create_task(one(i, offset))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+            if progress and i % 64 == 0:
+                progress(time.perf_counter() - t0)
+        if tasks:
+            await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+    cpu_end = cpu_probe()
+    samples = col.samples()
+    window_start = warmup_s
+    schedule = schedule_report(samples, window_start, window_end, rate)
+    schedule.update(
+        {"rate_target_inf_per_s": rate, "arrival": arrival, "seed": seed, "max_outstanding": max_outstanding}
+    )
+    return LoadResult(samples, window_start, window_end, cpu_start, cpu_end, col.errors, schedule)
+
+
+def schedule_report(
+    samples: Samples, window_start: float, window_end: float, rate: float
+) -> dict[str, object]:
+    """How well an open-loop generator kept its schedule inside the window: send lag, and the share of
+    the requests scheduled in the window that were actually sent in it (Poisson counts vary by chance,
+    so the schedule, not λ × duration, is the yardstick)."""
+    mask = samples.measured(window_start, window_end)
+    lag_ms = (samples.sent_s[mask] - samples.intended_s[mask]) * 1e3
+    span = window_end - window_start
+    scheduled = int(mask.sum())
+    sent_in_window = int(((samples.sent_s >= window_start) & (samples.sent_s < window_end)).sum())
+    fraction = sent_in_window / scheduled if scheduled else 0.0
+    lag_p99 = float(np.percentile(lag_ms, 99)) if lag_ms.size else 0.0
+    return {
+        "scheduled_in_window": scheduled,
+        "scheduled_rate_inf_per_s": scheduled / span if span > 0 else 0.0,
+        "sent_in_window": sent_in_window,
+        "sent_fraction_of_schedule": fraction,
+        "send_lag_p50_ms": float(np.percentile(lag_ms, 50)) if lag_ms.size else 0.0,
+        "send_lag_p99_ms": lag_p99,
+        "send_lag_max_ms": float(lag_ms.max()) if lag_ms.size else 0.0,
+        "generator_behind_schedule": bool(lag_p99 > BEHIND_LAG_P99_MS or fraction < BEHIND_RATE_FRACTION),
+        "rate_not_offered": bool(fraction < BEHIND_RATE_FRACTION),
+    }

@@ -1,0 +1,177 @@
+"""Is a run valid? Checked by code, written into every result; invalid runs are kept and marked.
+
+Every rule here is a way a plausible number once came out of a broken measurement. A run is
+INVALID when:
+
+* ``board_rebooted``      an asked board's boot id changed (before, during or after the run);
+* ``boards_answered_differ`` the boards that answered differ from the boards asked for, over the
+  whole window or within a quarter of it (a board that died or joined mid-run);
+* ``board_not_up``        the scheduler saw an asked board DOWN/HOT/DRAINING/INACTIVE during the window;
+* ``error_rate``          more than 1% of measured requests failed;
+* ``too_few_samples``     fewer than 100 successful measured requests;
+* ``generator_saturated`` the harness itself was the bottleneck (its event-loop thread above 90% of a
+  core, or the whole process above 90% of all cores);
+* ``scheduler_saturated`` a scheduler process used more than 90% of one core (only when its pid is
+  known; otherwise the check is reported as "unknown", never as passed);
+* ``lease``               the harness did not hold the scheduler's benchmark lease throughout;
+* ``foreign_load``        the scheduler served clearly more requests than this harness sent (someone
+  else was loading the cluster);
+* ``rate_not_offered``    open loop: the generator sent < 95% of the scheduled requests in the window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+MAX_ERROR_RATE = 0.01
+MIN_SAMPLES = 100
+SATURATED_FRACTION = 0.90
+# A quarter of the window is checked for missing boards only when it holds at least this many
+# successful samples per asked board (otherwise a board may be absent by chance).
+SEGMENT_MIN_PER_BOARD = 5
+# Served by the scheduler beyond our own requests, tolerated (health probes do not count; this is slack).
+FOREIGN_SLACK_FRACTION = 0.01
+FOREIGN_SLACK_ABS = 10
+
+
+def check(
+    meta: Mapping[str, Any],
+    figures: Mapping[str, Any],
+    telemetry_rows: Sequence[Mapping[str, Any]],
+) -> tuple[list[str], list[str]]:
+    """(reasons the run is invalid, warnings). Each reason starts with its rule name."""
+    reasons: list[str] = []
+    warnings: list[str] = []
+    asked = list(meta["spec"]["boards"])
+    window = (float(meta["window_start_s"]), float(meta["window_end_s"]))
+
+    reasons += _boot_ids(meta, telemetry_rows, asked)
+    reasons += _answered(figures, asked)
+    reasons += _states(telemetry_rows, asked, window)
+
+    measured = int(figures["samples_ok"]) + int(figures["samples_error"])
+    rate = float(figures["error_rate"]) if measured else 0.0
+    if rate > MAX_ERROR_RATE:
+        reasons.append(
+            f"error_rate: {rate:.2%} of {measured} measured requests failed (limit {MAX_ERROR_RATE:.0%})"
+        )
+    if int(figures["samples_ok"]) < MIN_SAMPLES:
+        reasons.append(
+            f"too_few_samples: {figures['samples_ok']} successful measured requests (need {MIN_SAMPLES})"
+        )
+
+    gen = meta.get("generator_cpu") or {}
+    loop_f = gen.get("loop_thread_fraction_of_core")
+    proc_f = gen.get("process_fraction_of_core")
+    cores = int(gen.get("cpu_count") or 1)
+    if loop_f is not None and loop_f > SATURATED_FRACTION:
+        reasons.append(f"generator_saturated: the harness event-loop thread used {loop_f:.0%} of a core")
+    elif proc_f is not None and proc_f > SATURATED_FRACTION * cores:
+        reasons.append(
+            f"generator_saturated: the harness process used {proc_f:.0%} of one core on a {cores}-core host"
+        )
+
+    sched = meta.get("scheduler_cpu") or {}
+    if sched.get("status") == "measured":
+        for pid, frac in (sched.get("fraction_of_core_by_pid") or {}).items():
+            if frac is not None and frac > SATURATED_FRACTION:
+                reasons.append(f"scheduler_saturated: scheduler pid {pid} used {frac:.0%} of a core")
+    else:
+        warnings.append(f"scheduler CPU check unknown: {sched.get('reason', 'not measured')}")
+
+    lease = meta.get("lease_problem")
+    if lease:
+        reasons.append(f"lease: {lease}")
+
+    reasons += _foreign(meta)
+
+    schedule = meta.get("schedule") or {}
+    if schedule.get("rate_not_offered"):
+        reasons.append(
+            f"rate_not_offered: the generator sent {schedule.get('sent_fraction_of_schedule', 0):.1%} of the "
+            "scheduled requests inside the window"
+        )
+    elif schedule.get("generator_behind_schedule"):
+        warnings.append(f"open-loop sends were late: p99 lag {schedule.get('send_lag_p99_ms', 0):.1f} ms")
+
+    host = meta.get("host_cpu_busy_fraction")
+    if isinstance(host, float) and host > 0.95:
+        warnings.append(
+            f"the harness host's CPUs were {host:.0%} busy: on a local cluster the host, not the "
+            "boards, may be the bottleneck"
+        )
+    if not any(window[0] <= float(r["t_s"]) <= window[1] for r in telemetry_rows):
+        warnings.append("no telemetry sample fell inside the measurement window")
+    return reasons, warnings
+
+
+def _boot_ids(meta: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], asked: list[str]) -> list[str]:
+    seen: dict[str, list[str]] = {b: [] for b in asked}
+
+    def note(board: str, boot_id: object) -> None:
+        if board in seen and boot_id not in (None, "") and (not seen[board] or seen[board][-1] != boot_id):
+            seen[board].append(str(boot_id))
+
+    for board, boot in (meta.get("boot_ids_before") or {}).items():
+        note(board, boot)
+    for row in sorted(rows, key=lambda r: float(r["t_s"])):
+        note(str(row["board"]), row.get("boot_id"))
+    for board, boot in (meta.get("boot_ids_after") or {}).items():
+        note(board, boot)
+    return [
+        f"board_rebooted: {board}'s boot id changed {' -> '.join(ids)}"
+        for board, ids in seen.items()
+        if len(set(ids)) > 1
+    ]
+
+
+def _answered(figures: Mapping[str, Any], asked: list[str]) -> list[str]:
+    want = set(asked)
+    reasons = []
+    whole = set(figures["answered_boards"])
+    if whole != want:
+        missing, extra = sorted(want - whole), sorted(whole - want)
+        reasons.append(
+            "boards_answered_differ: asked "
+            + ", ".join(sorted(want))
+            + (f"; never answered: {', '.join(missing)}" if missing else "")
+            + (f"; answered but not asked: {', '.join(extra)}" if extra else "")
+        )
+    for seg in figures.get("answered_by_quarter", []):
+        if seg["samples_ok"] < SEGMENT_MIN_PER_BOARD * len(want):
+            continue
+        got = set(seg["boards"])
+        if got != want:
+            reasons.append(
+                f"boards_answered_differ: in quarter {seg['quarter']} of the window "
+                f"({seg['start_s']:.1f}-{seg['end_s']:.1f} s) "
+                + (f"{', '.join(sorted(want - got))} did not answer" if want - got else "")
+                + (f"{', '.join(sorted(got - want))} answered unasked" if got - want else "")
+            )
+    return reasons
+
+
+def _states(rows: Sequence[Mapping[str, Any]], asked: list[str], window: tuple[float, float]) -> list[str]:
+    bad: dict[str, set[str]] = {}
+    for row in rows:
+        if row["board"] in asked and window[0] <= float(row["t_s"]) <= window[1] and row["state"] != "UP":
+            bad.setdefault(str(row["board"]), set()).add(str(row["state"]))
+    return [
+        f"board_not_up: the scheduler saw {b} {'/'.join(sorted(s))} during the window"
+        for b, s in sorted(bad.items())
+    ]
+
+
+def _foreign(meta: Mapping[str, Any]) -> list[str]:
+    before, after = meta.get("cluster_served_before"), meta.get("cluster_served_after")
+    ours = meta.get("responses_ok_total")
+    if before is None or after is None or ours is None:
+        return []
+    foreign = int(after) - int(before) - int(ours)
+    if foreign > max(FOREIGN_SLACK_ABS, FOREIGN_SLACK_FRACTION * int(ours)):
+        return [
+            f"foreign_load: the scheduler served {foreign} more requests than this harness sent during the "
+            "run: another client was loading the cluster"
+        ]
+    return []
