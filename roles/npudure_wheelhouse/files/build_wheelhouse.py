@@ -1,0 +1,203 @@
+"""Build, or reuse, the wheelhouse the boards install npudure from (they have no package index).
+
+Run on the controller by the npudure_wheelhouse role; prints one JSON object on stdout:
+``{"changed", "path", "wheel", "wheels", "key", "actions"}``.
+
+Two things decide whether work is needed, so a second run with the same inputs changes nothing:
+- the dependency key (pyproject.toml, target platforms, extras, pip arguments) names the cache
+  folder; a folder whose downloads completed is reused as is;
+- a digest of the package sources decides whether the npudure wheel is rebuilt. A rebuilt wheel
+  keeps its version number, so the install side compares wheel hashes, not versions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+# Bump when the folder layout or the download recipe changes: old caches are then ignored.
+LAYOUT = 2
+# Oldest glibc a manylinux wheel may target (manylinux2014 = glibc 2.17).
+OLDEST_GLIBC_MINOR = 17
+# Files outside the package that end up in the wheel's metadata.
+PROJECT_FILES = ("pyproject.toml", "README.md", "LICENSE", "setup.cfg", "setup.py", "MANIFEST.in")
+IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo")
+
+
+def platform_tags(machine: str, glibc: str) -> list[str]:
+    """Every manylinux tag a host with this CPU and glibc accepts, newest first.
+
+    ``pip download --platform`` takes tags literally (it does not widen manylinux_2_36 to 2_17), so
+    each compatible tag is listed.
+    """
+    major, _, minor = glibc.partition(".")
+    if major != "2" or not minor.isdigit():
+        raise ValueError(f"glibc {glibc!r} is not a 2.x glibc; only glibc-based Linux hosts are supported")
+    tags = [f"manylinux_2_{m}_{machine}" for m in range(int(minor), OLDEST_GLIBC_MINOR - 1, -1)]
+    return [*tags, f"manylinux2014_{machine}"]
+
+
+def parse_target(text: str) -> tuple[str, str, str]:
+    """``MACHINE:GLIBC:PYTHON`` (e.g. ``aarch64:2.36:3.11``) as given by the role's host probe."""
+    parts = text.split(":")
+    if len(parts) != 3 or not all(parts):
+        raise ValueError(f"target {text!r} is not MACHINE:GLIBC:PYTHON, e.g. aarch64:2.36:3.11")
+    machine, glibc, python = parts
+    if not python.replace(".", "").isdigit() or python.count(".") != 1:
+        raise ValueError(f"target {text!r}: Python version must look like 3.11")
+    return machine, glibc, python
+
+
+def source_digest(project: Path) -> str:
+    """Hash of everything that goes into the npudure wheel (paths and contents)."""
+    digest = hashlib.sha256()
+    files = [project / name for name in PROJECT_FILES if (project / name).is_file()]
+    files += sorted(
+        p
+        for p in (project / "npudure").rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo")
+    )
+    for path in files:
+        digest.update(str(path.relative_to(project)).encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def dependency_key(project: Path, targets: list[str], extras: list[str], pip_args: list[str]) -> str:
+    recipe = {
+        "layout": LAYOUT,
+        "pyproject": (project / "pyproject.toml").read_text(),
+        "targets": sorted(set(targets)),
+        "extras": sorted(set(extras)),
+        "pip_args": pip_args,
+    }
+    return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def run(cmd: list[str]) -> None:
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-25:])
+        raise RuntimeError(f"command failed ({done.returncode}): {' '.join(cmd)}\n{tail}")
+
+
+def build_npudure_wheel(python: str, project: Path, wheels: Path) -> str:
+    """Build from a scratch copy: an in-tree build/ folder can leak deleted modules into the wheel."""
+    with tempfile.TemporaryDirectory(prefix="npudure-wheel-") as scratch:
+        src = Path(scratch, "src")
+        src.mkdir()
+        for name in PROJECT_FILES:
+            if (project / name).is_file():
+                shutil.copy2(project / name, src / name)
+        shutil.copytree(project / "npudure", src / "npudure", ignore=IGNORED)
+        out = Path(scratch, "out")
+        # No build isolation: the controller's setuptools builds it, no index needed for that step.
+        run([python, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(out), str(src)])
+        built = sorted(out.glob("npudure-*.whl"))
+        if len(built) != 1:
+            raise RuntimeError(f"expected one npudure wheel from the build, found {built}")
+        for old in wheels.glob("npudure-*.whl"):
+            old.unlink()
+        shutil.move(str(built[0]), wheels / built[0].name)
+        return built[0].name
+
+
+def download_dependencies(
+    python: str, wheels: Path, wheel: str, targets: list[str], extras: list[str], pip_args: list[str]
+) -> None:
+    requirement = str(wheels / wheel) + (f"[{','.join(sorted(set(extras)))}]" if extras else "")
+    for target in sorted(set(targets)):
+        machine, glibc, version = parse_target(target)
+        cmd = [python, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(wheels)]
+        for tag in platform_tags(machine, glibc):
+            cmd += ["--platform", tag]
+        abi = "cp" + version.replace(".", "")
+        cmd += ["--python-version", version, "--implementation", "cp", "--abi", abi, "--abi", "abi3"]
+        cmd += ["--abi", "none", *pip_args, requirement]
+        run(cmd)
+
+
+def write_manifest(wheels: Path) -> None:
+    lines = [f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.name}" for p in sorted(wheels.glob("*.whl"))]
+    (wheels / "MANIFEST.sha256").write_text("\n".join(lines) + "\n")
+
+
+@contextlib.contextmanager
+def locked(folder: Path) -> Iterator[None]:
+    """Two playbook runs on one controller must not build into the same folder at once."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--project", required=True, type=Path, help="repository root (has pyproject.toml)")
+    parser.add_argument("--cache", required=True, type=Path, help="cache folder on the controller")
+    parser.add_argument("--target", action="append", default=[], help="MACHINE:GLIBC:PYTHON, repeatable")
+    parser.add_argument("--extra", action="append", default=[], help="npudure extra (onnx, rknn), repeatable")
+    parser.add_argument("--pip-arg", action="append", default=[], help="extra argument for pip download")
+    parser.add_argument("--check", action="store_true", help="report what would change, change nothing")
+    args = parser.parse_args(argv)
+
+    project, python = args.project.resolve(), sys.executable
+    try:
+        if not (project / "pyproject.toml").is_file():
+            raise ValueError(f"{project} has no pyproject.toml; set npudure_wheelhouse_project_dir")
+        if not args.target:
+            raise ValueError("no --target given: the role probes the hosts of the play for them")
+        for target in args.target:
+            machine, glibc, _ = parse_target(target)
+            platform_tags(machine, glibc)
+        key = dependency_key(project, args.target, args.extra, args.pip_arg)
+        folder = args.cache.resolve() / key
+        wheels = folder / "wheels"
+        state_file = folder / "state.json"
+        state = json.loads(state_file.read_text()) if state_file.is_file() else {}
+        digest = source_digest(project)
+        present = sorted(wheels.glob("npudure-*.whl")) if wheels.is_dir() else []
+        actions = []
+        if state.get("source") != digest or len(present) != 1:
+            actions.append("build npudure wheel")
+        if not state.get("dependencies_complete"):
+            actions.append("download dependencies")
+        if actions and not args.check:
+            with locked(folder):
+                wheels.mkdir(exist_ok=True)
+                wheel = build_npudure_wheel(python, project, wheels)
+                state["source"] = digest
+                state_file.write_text(json.dumps(state))
+                if not state.get("dependencies_complete"):
+                    download_dependencies(python, wheels, wheel, args.target, args.extra, args.pip_arg)
+                    state["dependencies_complete"] = True
+                write_manifest(wheels)
+                state_file.write_text(json.dumps(state))
+        present = sorted(wheels.glob("npudure-*.whl")) if wheels.is_dir() else []
+    except (ValueError, RuntimeError, OSError) as exc:
+        print(json.dumps({"failed": True, "changed": False, "msg": str(exc)}))
+        return 1
+    result = {
+        "changed": bool(actions),
+        "actions": actions,
+        "key": key,
+        "path": str(wheels),
+        "ready": bool(present) and state.get("dependencies_complete", False),
+        "wheel": present[0].name if present else "",
+        "wheels": sorted(p.name for p in wheels.glob("*.whl")) if wheels.is_dir() else [],
+    }
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
