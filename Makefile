@@ -2,6 +2,7 @@
 VENV := .venv/bin
 export PATH := $(CURDIR)/$(VENV):$(PATH)
 BOARDS ?= 3
+LINT_PATHS := npudure tests scripts $(wildcard benchmarks)
 
 .PHONY: bootstrap demo test lint proto local lab-up lab-down bench-forwarding
 
@@ -14,12 +15,12 @@ demo: bootstrap
 
 ## Every test: lint, unit, integration, the emulated fleet + Ansible + molecule (root for the fleet).
 test: bootstrap
-	$(VENV)/ruff check npudure tests benchmarks
-	$(VENV)/ruff format --check npudure tests benchmarks
+	$(VENV)/ruff check $(LINT_PATHS)
+	$(VENV)/ruff format --check $(LINT_PATHS)
 	$(VENV)/pytest -ra --durations=15
 
 lint: bootstrap
-	$(VENV)/ruff check npudure tests benchmarks && $(VENV)/ruff format --check npudure tests benchmarks
+	$(VENV)/ruff check $(LINT_PATHS) && $(VENV)/ruff format --check $(LINT_PATHS)
 
 proto: bootstrap
 	$(VENV)/python -m npudure.proto.generate
