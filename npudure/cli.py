@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "affinity": ("npudure.affinity.cli", "plan or apply big.LITTLE CPU and NPU IRQ affinity"),
     "model": ("npudure.model.cli", "build the YOLOv8n ONNX model (no download) and inspect models"),
     "lab": ("npudure.lab.cli", "the emulated fleet: boards as systemd-nspawn containers (root)"),
+    "pki": ("npudure.pki_cli", "a small CA for mutual TLS: init-ca, csr, sign, check"),
 }
 
 

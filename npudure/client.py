@@ -9,13 +9,14 @@ import sys
 import grpc
 from google.protobuf.json_format import MessageToDict
 
+from npudure import security
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 
 
 def fetch_status(target: str, timeout_s: float = 5.0) -> pb.ClusterStatus | pb.NodeStatus:
     """ClusterStatus when ``target`` is a scheduler, NodeStatus when it is an agent."""
-    with grpc.insecure_channel(target) as channel:
+    with security.channel(target) as channel:
         try:
             return rpc.ClusterStub(channel).GetClusterStatus(pb.ClusterStatusRequest(), timeout=timeout_s)
         except grpc.RpcError as exc:

@@ -12,7 +12,7 @@ from pathlib import Path
 import grpc
 import numpy as np
 
-from npudure import frames
+from npudure import frames, security
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     payloads = [frames.encode_jpeg(i) if args.encoding == "jpeg" else i.tobytes() for i in images]
     nodes: Counter[str] = Counter()
     failures = 0
-    with grpc.insecure_channel(args.target, options=[("grpc.max_send_message_length", 16 << 20)]) as channel:
+    with security.channel(args.target, options=[("grpc.max_send_message_length", 16 << 20)]) as channel:
         stub = rpc.InferenceStub(channel)
         for n in range(args.count):
             request = pb.InferRequest(

@@ -33,6 +33,25 @@ def _check_address(value: str) -> str:
     return value
 
 
+class TlsConfig(_Strict):
+    """Mutual TLS: this service's certificate and key, and the CA its peers must be signed by."""
+
+    ca: str
+    cert: str
+    key: str
+
+
+class AdminConfig(_Strict):
+    """Who may call admin RPCs (active set, policy, drain, lease, CPU cap, fault injection).
+
+    With TLS: peers whose certificate CN is in ``identities``. With ``token_file``: callers that send
+    ``authorization: Bearer <token>``. With neither, admin RPCs are open (closed lab network only).
+    """
+
+    identities: list[str] = ["npudure-admin"]
+    token_file: str | None = None
+
+
 class SimConfig(_Strict):
     """The emulated RK3576 NPU (see npudure/backends/sim.py for the calibrated model)."""
 
@@ -76,6 +95,9 @@ class AgentConfig(_Strict):
     # A worker busy longer than this is hung: health turns NOT_SERVING until it returns.
     hang_timeout_s: float = Field(10.0, gt=0, le=3600)
     max_message_bytes: int = Field(4 * 1024 * 1024, ge=1024, le=64 * 1024 * 1024)
+    tls: TlsConfig | None = None
+    # The scheduler's certificate CN is an admin of the agents (it forwards SetNodeCpuCap).
+    admin: AdminConfig = AdminConfig(identities=["npudure-admin", "npudure-scheduler"])
     sim: SimConfig = SimConfig()
     postprocess: PostprocessConfig = PostprocessConfig()
     affinity: AffinityConfig = AffinityConfig()
@@ -117,6 +139,9 @@ class SchedulerConfig(_Strict):
     # Seconds to wait at start-up for boards to answer before reporting the unreachable ones.
     startup_wait_s: float = Field(10.0, ge=0, le=600)
     max_message_bytes: int = Field(4 * 1024 * 1024, ge=1024, le=64 * 1024 * 1024)
+    # Mutual TLS for clients and, with the same certificate as client identity, towards the agents.
+    tls: TlsConfig | None = None
+    admin: AdminConfig = AdminConfig()
     boards: list[BoardConfig] = Field(min_length=1)
 
     _addr = field_validator("listen")(classmethod(lambda cls, v: _check_address(v)))

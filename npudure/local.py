@@ -23,6 +23,7 @@ import grpc
 import yaml
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from npudure import security
 from npudure.runtime import MALLOC_TUNING
 
 
@@ -35,7 +36,7 @@ def free_port() -> int:
 def wait_serving(address: str, timeout_s: float, process: subprocess.Popen | None = None) -> None:
     """Wait until the gRPC health service at ``address`` says SERVING (bounded)."""
     deadline = time.monotonic() + timeout_s
-    with grpc.insecure_channel(address) as channel:
+    with security.channel(address) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         while time.monotonic() < deadline:
             if process is not None and process.poll() is not None:

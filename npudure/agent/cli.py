@@ -10,6 +10,7 @@ import sys
 from npudure import config as cfg
 from npudure.backends import BackendError, create_backend
 from npudure.runtime import ensure_malloc_tuning, setup_logging
+from npudure.security import SecurityError
 
 log = logging.getLogger("npudure.agent")
 
@@ -48,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         asyncio.run(serve(config, backend))
-    except BackendError as exc:
+    except (BackendError, SecurityError) as exc:
         print(f"npudure agent: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -11,7 +11,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from npudure import __version__, frames, telemetry
+from npudure import __version__, frames, security, telemetry
 from npudure.affinity import cores
 from npudure.agent.metrics import AgentMetrics
 from npudure.agent.pool import PoolFull, WorkerPool
@@ -54,6 +54,7 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
         self.backend = backend
         self.metrics = AgentMetrics()
         self.health = health.aio.HealthServicer()
+        self.admin = security.AdminGuard(config.admin, config.tls)
         split = cores.detect(config.affinity.sysfs_root)
         big = split.big if (config.affinity.pin_workers_to_big and not split.uniform) else ()
         self.pool = WorkerPool(
@@ -153,6 +154,7 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
     async def SetCpuCap(
         self, request: pb.SetCpuCapRequest, context: grpc.aio.ServicerContext
     ) -> pb.NodeStatus:
+        await self.admin.check(context, "SetCpuCap")
         mhz = request.mhz or None
         try:
             if self.backend.emulated:
@@ -169,6 +171,17 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
         except (BackendError, OSError, ValueError, cpufreq_error()) as exc:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"cannot cap the CPU clock: {exc}")
         log.info("CPU cap set to %s", f"{mhz} MHz" if mhz else "none")
+        return await asyncio.to_thread(self.status)
+
+    async def InjectFault(
+        self, request: pb.InjectFaultRequest, context: grpc.aio.ServicerContext
+    ) -> pb.NodeStatus:
+        await self.admin.check(context, "InjectFault")
+        try:
+            self.backend.inject_fault(request.fault == pb.FAULT_HANG)
+        except BackendError as exc:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+        log.warning("fault injected: %s", pb.Fault.Name(request.fault))
         return await asyncio.to_thread(self.status)
 
     # ------------------------------------------------------------------ health
@@ -216,7 +229,7 @@ async def serve(
     health_pb2_grpc.add_HealthServicer_to_server(agent.health, server)
     reflection.enable_server_reflection(SERVICE_NAMES, server)
     try:
-        port = server.add_insecure_port(config.listen)
+        port = security.add_port(server, config.listen, config.tls)
     except RuntimeError as exc:
         raise BackendError(
             f"cannot listen on {config.listen}: {exc} (is another agent running there?)"

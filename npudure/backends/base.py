@@ -73,6 +73,9 @@ class Backend(ABC):
             "through scaling_max_freq (npudure.cpufreq)"
         )
 
+    def inject_fault(self, hang: bool) -> None:
+        raise BackendError(f"fault injection is for emulated boards; the {self.name} backend is real")
+
     def close(self) -> None:
         for ctx in self.contexts:
             ctx.close()

@@ -34,6 +34,7 @@ from npudure.config import SimConfig
 LOCAL_THROUGHPUT_INF_S = 161.5  # reference: one RK3576 board, 2 NPU cores, no network
 REFERENCE_CORES = 2
 BASE_SERVICE_S = REFERENCE_CORES / LOCAL_THROUGHPUT_INF_S
+MAX_HANG_S = 600.0
 
 # (cap MHz, per-board latency spread) from the reference cap ladder, ascending in MHz.
 CAP_LADDER: tuple[tuple[int, float], ...] = (
@@ -73,6 +74,9 @@ class _SimContext(Context):
             service *= float(self._rng.lognormal(-sigma * sigma / 2, sigma))
         start = time.perf_counter()
         time.sleep(service)  # releases the GIL, as RKNNLite.inference() does
+        # An injected NPU hang: the call does not return until the fault is cleared (bounded).
+        while self._backend.hung and time.perf_counter() - start < MAX_HANG_S:
+            time.sleep(0.05)
         return ContextResult(NO_DETECTIONS, 0.0, time.perf_counter() - start, 0.0)
 
 
@@ -83,6 +87,7 @@ class SimBackend(Backend):
     def __init__(self, slots: int, config: SimConfig) -> None:
         self.config = config
         self._cap = config.cpu_cap_mhz
+        self.hung = False
         self._lock = threading.Lock()
         self._contexts: list[Context] = [_SimContext(self, i) for i in range(slots)]
 
@@ -101,6 +106,9 @@ class SimBackend(Backend):
     def set_cpu_cap(self, mhz: int | None) -> None:
         with self._lock:
             self._cap = mhz
+
+    def inject_fault(self, hang: bool) -> None:
+        self.hung = hang
 
     def mean_service_s(self) -> float:
         return BASE_SERVICE_S * cap_factor(self._cap) * self.config.time_scale

@@ -11,6 +11,7 @@ import logging
 
 import grpc
 
+from npudure import security
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 
@@ -51,7 +52,7 @@ class ClusterAdmin:
 
     def __init__(self, address: str) -> None:
         self.address = address
-        self._channel = grpc.insecure_channel(address)
+        self._channel = security.channel(address)
         self.cluster = rpc.ClusterStub(self._channel)
         self._nodes: dict[str, tuple[grpc.Channel, rpc.NodeStub]] = {}
 
@@ -89,7 +90,7 @@ class ClusterAdmin:
 
     def node_stub(self, address: str) -> rpc.NodeStub:
         if address not in self._nodes:
-            channel = grpc.insecure_channel(address)
+            channel = security.channel(address)
             self._nodes[address] = (channel, rpc.NodeStub(channel))
         return self._nodes[address][1]
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import grpc
 import numpy as np
 
+from npudure import security
 from npudure.bench.cpu import CpuProbe, CpuSample, harness_cpu_sample
 from npudure.bench.samples import Samples, from_raw
 
@@ -51,7 +52,7 @@ class Target:
 
     async def open(self, ready_timeout_s: float = 10.0) -> None:
         for _ in range(self.connections):
-            channel = grpc.aio.insecure_channel(self.address, options=self._options)
+            channel = security.aio_channel(self.address, self._options)
             self._channels.append(channel)
             # No serializers: the request is already bytes and the response stays bytes.
             self._calls.append(channel.unary_unary(INFER_METHOD))

@@ -13,6 +13,11 @@ class Encoding(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ENCODING_RAW_RGB: _ClassVar[Encoding]
     ENCODING_JPEG: _ClassVar[Encoding]
 
+class Fault(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FAULT_NONE: _ClassVar[Fault]
+    FAULT_HANG: _ClassVar[Fault]
+
 class BoardState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     BOARD_STATE_UNSPECIFIED: _ClassVar[BoardState]
@@ -24,6 +29,8 @@ class BoardState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
 ENCODING_UNSPECIFIED: Encoding
 ENCODING_RAW_RGB: Encoding
 ENCODING_JPEG: Encoding
+FAULT_NONE: Fault
+FAULT_HANG: Fault
 BOARD_STATE_UNSPECIFIED: BoardState
 BOARD_STATE_UP: BoardState
 BOARD_STATE_DOWN: BoardState
@@ -170,6 +177,12 @@ class SetCpuCapRequest(_message.Message):
     MHZ_FIELD_NUMBER: _ClassVar[int]
     mhz: int
     def __init__(self, mhz: _Optional[int] = ...) -> None: ...
+
+class InjectFaultRequest(_message.Message):
+    __slots__ = ("fault",)
+    FAULT_FIELD_NUMBER: _ClassVar[int]
+    fault: Fault
+    def __init__(self, fault: _Optional[_Union[Fault, str]] = ...) -> None: ...
 
 class BoardStatus(_message.Message):
     __slots__ = ("name", "address", "state", "in_flight", "max_in_flight", "ewma_service_ms", "served_total", "failures_total", "consecutive_failures", "last_status", "last_status_age_s")

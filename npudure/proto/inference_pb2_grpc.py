@@ -116,6 +116,11 @@ class NodeStub:
                 request_serializer=npudure_dot_proto_dot_inference__pb2.SetCpuCapRequest.SerializeToString,
                 response_deserializer=npudure_dot_proto_dot_inference__pb2.NodeStatus.FromString,
                 _registered_method=True)
+        self.InjectFault = channel.unary_unary(
+                '/npudure.v1.Node/InjectFault',
+                request_serializer=npudure_dot_proto_dot_inference__pb2.InjectFaultRequest.SerializeToString,
+                response_deserializer=npudure_dot_proto_dot_inference__pb2.NodeStatus.FromString,
+                _registered_method=True)
 
 
 class NodeServicer:
@@ -128,7 +133,15 @@ class NodeServicer:
         raise NotImplementedError('Method not implemented!')
 
     def SetCpuCap(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Admin: cap the board's CPU clock (the heterogeneity dial).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def InjectFault(self, request, context):
+        """Admin, emulated boards only (the fault suite): inject or clear a fault.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -144,6 +157,11 @@ def add_NodeServicer_to_server(servicer, server):
             'SetCpuCap': grpc.unary_unary_rpc_method_handler(
                     servicer.SetCpuCap,
                     request_deserializer=npudure_dot_proto_dot_inference__pb2.SetCpuCapRequest.FromString,
+                    response_serializer=npudure_dot_proto_dot_inference__pb2.NodeStatus.SerializeToString,
+            ),
+            'InjectFault': grpc.unary_unary_rpc_method_handler(
+                    servicer.InjectFault,
+                    request_deserializer=npudure_dot_proto_dot_inference__pb2.InjectFaultRequest.FromString,
                     response_serializer=npudure_dot_proto_dot_inference__pb2.NodeStatus.SerializeToString,
             ),
     }
@@ -200,6 +218,33 @@ class Node:
             target,
             '/npudure.v1.Node/SetCpuCap',
             npudure_dot_proto_dot_inference__pb2.SetCpuCapRequest.SerializeToString,
+            npudure_dot_proto_dot_inference__pb2.NodeStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def InjectFault(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/npudure.v1.Node/InjectFault',
+            npudure_dot_proto_dot_inference__pb2.InjectFaultRequest.SerializeToString,
             npudure_dot_proto_dot_inference__pb2.NodeStatus.FromString,
             options,
             channel_credentials,

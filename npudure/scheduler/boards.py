@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from npudure import security
 from npudure.config import BoardConfig, SchedulerConfig
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
@@ -124,8 +125,10 @@ def open_board(index: int, board: BoardConfig, config: SchedulerConfig) -> Board
         ("grpc.initial_reconnect_backoff_ms", 200),
         ("grpc.max_reconnect_backoff_ms", 2000),
     ]
+    token = security.read_token(config.admin.token_file) if config.admin.token_file else None
     channels = [
-        grpc.aio.insecure_channel(board.address, options=options) for _ in range(config.connections_per_board)
+        security.aio_channel(board.address, options, tls=config.tls, token=token, from_env=False)
+        for _ in range(config.connections_per_board)
     ]
     return Board(index, board.name, board.address, config.board_max_inflight, channels)
 

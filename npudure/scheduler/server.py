@@ -10,7 +10,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from npudure import __version__
+from npudure import __version__, security
 from npudure.config import SchedulerConfig
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
@@ -68,6 +68,7 @@ class Scheduler(rpc.ClusterServicer):
         self.monitors = [BoardMonitor(b, config, self._state_changed) for b in self.boards]
         self.lease = Lease()
         self.health = health.aio.HealthServicer()
+        self.admin = security.AdminGuard(config.admin, config.tls)
         self._tasks: list[asyncio.Task[None]] = []
 
     def _state_changed(self) -> None:
@@ -117,6 +118,7 @@ class Scheduler(rpc.ClusterServicer):
         return self.cluster_status()
 
     async def SetActiveNodes(self, request: pb.SetActiveNodesRequest, context) -> pb.ClusterStatus:
+        await self.admin.check(context, "SetActiveNodes")
         names = list(request.nodes)
         unknown = [n for n in names if n not in self.by_name]
         if not names or unknown:
@@ -136,6 +138,7 @@ class Scheduler(rpc.ClusterServicer):
         return self.cluster_status()
 
     async def SetPolicy(self, request: pb.SetPolicyRequest, context) -> pb.ClusterStatus:
+        await self.admin.check(context, "SetPolicy")
         if request.policy not in POLICIES:
             await context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT,
@@ -146,6 +149,7 @@ class Scheduler(rpc.ClusterServicer):
         return self.cluster_status()
 
     async def DrainNode(self, request: pb.DrainNodeRequest, context) -> pb.ClusterStatus:
+        await self.admin.check(context, "DrainNode")
         board = await self._board(request.node, context)
         board.draining = request.drain
         log.info("board %s %s", board.name, "draining" if request.drain else "back in rotation")
@@ -153,6 +157,7 @@ class Scheduler(rpc.ClusterServicer):
         return self.cluster_status()
 
     async def SetNodeCpuCap(self, request: pb.SetNodeCpuCapRequest, context) -> pb.NodeStatus:
+        await self.admin.check(context, "SetNodeCpuCap")
         board = await self._board(request.node, context)
         try:
             return await rpc.NodeStub(board.channels[0]).SetCpuCap(
@@ -162,6 +167,7 @@ class Scheduler(rpc.ClusterServicer):
             await context.abort(exc.code(), f"board {board.name}: {exc.details()}")
 
     async def AcquireLease(self, request: pb.LeaseRequest, context) -> pb.Lease:
+        await self.admin.check(context, "AcquireLease")
         if not request.holder:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "a lease needs a holder name")
         try:
@@ -170,6 +176,7 @@ class Scheduler(rpc.ClusterServicer):
             await context.abort(exc.code, str(exc))
 
     async def ReleaseLease(self, request: pb.LeaseRequest, context) -> pb.Lease:
+        await self.admin.check(context, "ReleaseLease")
         return self.lease.release(request.holder)
 
     async def _board(self, name: str, context) -> Board:
@@ -223,7 +230,10 @@ class Scheduler(rpc.ClusterServicer):
 
 
 async def serve(config: SchedulerConfig, ready: asyncio.Event | None = None) -> None:
-    scheduler = Scheduler(config)
+    try:
+        scheduler = Scheduler(config)
+    except security.SecurityError as exc:
+        raise StartupError(str(exc)) from None
     server = grpc.aio.server(
         options=[
             ("grpc.max_receive_message_length", config.max_message_bytes),
@@ -234,7 +244,7 @@ async def serve(config: SchedulerConfig, ready: asyncio.Event | None = None) -> 
     rpc.add_ClusterServicer_to_server(scheduler, server)
     health_pb2_grpc.add_HealthServicer_to_server(scheduler.health, server)
     reflection.enable_server_reflection(SERVICE_NAMES, server)
-    if server.add_insecure_port(config.listen) == 0:
+    if security.add_port(server, config.listen, config.tls) == 0:
         raise StartupError(f"cannot listen on {config.listen}: the address is in use or not local")
     try:
         await scheduler.wait_for_boards()
