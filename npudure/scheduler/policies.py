@@ -64,8 +64,8 @@ class LeastInflight(Policy):
         # Ties go round the boards rather than always to the first one.
         self._rotate += 1
         n = len(candidates)
-        order = [candidates[(i + self._rotate) % n] for i in range(n)]
-        return min(order, key=lambda b: b.in_flight)
+        best = min(range(n), key=lambda i: (candidates[i].in_flight, (i - self._rotate) % n))
+        return candidates[best]
 
 
 class PowerOfTwoChoices(Policy):
@@ -94,12 +94,14 @@ class EarliestCompletion(Policy):
         # A board with no sample yet is assumed as fast as the fastest known one, so it gets tried.
         default = min(known) if known else 1.0
 
-        def ect(board: B) -> float:
-            service = board.ewma_service_s if board.ewma_service_s is not None else default
-            return (board.in_flight + 1) / max(1, board.parallelism) * service
-
-        best = min(ect(b) for b in candidates)
-        ties = [b for b in candidates if ect(b) <= best * (1 + 1e-9)]
+        scores = [
+            (b.in_flight + 1)
+            / max(1, b.parallelism)
+            * (b.ewma_service_s if b.ewma_service_s is not None else default)
+            for b in candidates
+        ]
+        best = min(scores)
+        ties = [b for b, score in zip(candidates, scores, strict=True) if score <= best * (1 + 1e-9)]
         return ties[0] if len(ties) == 1 else self._tie.choose(ties)
 
 
