@@ -190,6 +190,15 @@ class LocalCluster:
         self._spawn(proc, "agent")
         wait_serving(proc.address, self.start_timeout_s, proc.process)
 
+    def restart_scheduler(self) -> None:
+        """Start the scheduler again on the same address (after a crash or a kill)."""
+        proc = self.scheduler
+        assert proc is not None, "cluster not started"
+        if proc.process and proc.process.poll() is None:
+            _terminate(proc.process)
+        self._spawn(proc, "scheduler")
+        wait_serving(proc.address, self.start_timeout_s, proc.process)
+
     def logs(self, name: str) -> str:
         proc = self.scheduler if name == "scheduler" else self.agents[name]
         assert proc is not None
