@@ -2,7 +2,7 @@
 
 - bad input stops the run in the preflight, before the wheelhouse is built, with a message that
   names the host and the fix: an unreachable board, a missing model file, a wrong backend name, a
-  board whose RKNN runtime version differs from the fleet's;
+  board whose RKNN runtime version differs from the fleet's, a board without the runtime;
 - molecule test (syntax, create, converge, idempotence, verify) on the lab, then a check-mode run on
   the converged fleet that changes nothing and does not fail, then molecule destroy.
 
@@ -204,6 +204,19 @@ def test_runtime_version_mismatch_stops_the_run(fleet: Path, tmp_path: Path) -> 
         "Fix: install the 2.3.2 librknnrt.so on board2",
     )
     assert "board1: librknnrt.so is version" not in flat and "board3: librknnrt.so is version" not in flat
+
+
+def test_missing_runtime_library_stops_the_run(fleet: Path, tmp_path: Path) -> None:
+    model = tmp_path / "yolov8n.rknn"
+    model.write_bytes(b"RKNN fake model")
+    _put_runtime(fleet, "boards", None)
+    extra = {"npudure_backend": "rknn", "npudure_lab": False, "npudure_agent_model_src": str(model)}
+    done = _playbook(fleet, "-e", json.dumps(extra), timeout=300)
+    _assert_stopped_early(
+        done,
+        "board1: /usr/lib/librknnrt.so: no such file. The rknn backend needs Rockchip's runtime there",
+        "Fix: set npudure_rknn_runtime_src to librknnrt.so on the controller",
+    )
 
 
 # ---------------------------------------------------------------- the good path (runs after the bad input)
