@@ -10,13 +10,13 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from npudure.affinity.cores import format_cpu_list, parse_cpu_list
+from npudure.sysfs import numbered_children
 
 log = logging.getLogger(__name__)
 
@@ -44,24 +44,11 @@ def _cpu_root(sysfs_root: str | os.PathLike[str]) -> Path:
     return Path(sysfs_root) / "devices" / "system" / "cpu"
 
 
-def _numbered(parent: Path, prefix: str) -> list[tuple[int, Path]]:
-    try:
-        entries = list(parent.iterdir())
-    except OSError:
-        return []
-    found = []
-    for entry in entries:
-        match = re.fullmatch(re.escape(prefix) + r"(\d+)", entry.name)
-        if match:
-            found.append((int(match.group(1)), entry))
-    return sorted(found)
-
-
 def available_policies(sysfs_root: str | os.PathLike[str] = "/sys") -> list[Policy]:
     """cpufreq policies in sysfs; per-CPU ``cpuN/cpufreq`` folders when there are no ``policyN``."""
     root = _cpu_root(sysfs_root)
     policies = []
-    for _, path in _numbered(root / "cpufreq", "policy"):
+    for _, path in numbered_children(root / "cpufreq", "policy"):
         try:
             cpus = parse_cpu_list((path / "related_cpus").read_text())
         except (OSError, ValueError):
@@ -71,7 +58,7 @@ def available_policies(sysfs_root: str | os.PathLike[str] = "/sys") -> list[Poli
         return policies
     return [
         Policy(cpu.name, cpu / "cpufreq", (number,))
-        for number, cpu in _numbered(root, "cpu")
+        for number, cpu in numbered_children(root, "cpu")
         if (cpu / "cpufreq").is_dir()
     ]
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from npudure.affinity.cores import format_cpu_list, parse_cpu_list
+from npudure.sysfs import numbered_children
 
 if TYPE_CHECKING:
     from npudure.proto import inference_pb2 as pb
@@ -63,24 +64,10 @@ def _scaled(path: Path, divisor: float) -> float | None:
     return None if value is None else value / divisor
 
 
-def _numbered(parent: Path, prefix: str) -> list[tuple[int, Path]]:
-    """Children named <prefix><N>, in numeric order (thermal_zone10 after thermal_zone9)."""
-    try:
-        entries = list(parent.iterdir())
-    except OSError:
-        return []
-    found = []
-    for entry in entries:
-        match = re.fullmatch(re.escape(prefix) + r"(\d+)", entry.name)
-        if match:
-            found.append((int(match.group(1)), entry))
-    return sorted(found)
-
-
 def read_thermal(sysfs_root: str | os.PathLike[str] = "/sys") -> list[Reading]:
     readings: list[Reading] = []
     seen: set[str] = set()
-    for number, zone in _numbered(Path(sysfs_root) / "class" / "thermal", "thermal_zone"):
+    for number, zone in numbered_children(Path(sysfs_root) / "class" / "thermal", "thermal_zone"):
         name = (_read(zone / "type") or "").strip() or zone.name
         if name in seen:  # two zones of one type stay apart
             name = f"{name}#{number}"
@@ -94,7 +81,7 @@ def read_cpu_freq(sysfs_root: str | os.PathLike[str] = "/sys") -> tuple[list[Rea
     cpu_root = Path(sysfs_root) / "devices" / "system" / "cpu"
     readings: list[Reading] = []
     cpus: dict[str, str] = {}
-    policies = _numbered(cpu_root / "cpufreq", "policy")
+    policies = numbered_children(cpu_root / "cpufreq", "policy")
     if policies:
         for _, policy in policies:
             readings.append(Reading(policy.name, _scaled(policy / "scaling_cur_freq", 1000.0), "MHz"))
@@ -104,7 +91,7 @@ def read_cpu_freq(sysfs_root: str | os.PathLike[str] = "/sys") -> tuple[list[Rea
             except ValueError:
                 cpus[policy.name] = ""
         return readings, cpus
-    for number, cpu in _numbered(cpu_root, "cpu"):
+    for number, cpu in numbered_children(cpu_root, "cpu"):
         if (cpu / "cpufreq").is_dir():
             readings.append(Reading(cpu.name, _scaled(cpu / "cpufreq" / "scaling_cur_freq", 1000.0), "MHz"))
             cpus[cpu.name] = str(number)

@@ -81,6 +81,26 @@ class Backend(ABC):
             ctx.close()
 
 
+class ModelFileBackend(Backend):
+    """A backend that runs a model file: subclasses set ``_contexts``, ``_version`` and ``_sha256``."""
+
+    _contexts: list[Context]
+    _version: str
+    _sha256: str
+
+    @property
+    def contexts(self) -> list[Context]:
+        return self._contexts
+
+    @property
+    def runtime_version(self) -> str:
+        return self._version
+
+    @property
+    def model_sha256(self) -> str:
+        return self._sha256
+
+
 def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:

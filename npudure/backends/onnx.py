@@ -15,10 +15,10 @@ import numpy as np
 from npudure.backends.base import (
     FRAME_SHAPE,
     INPUT_SIZE,
-    Backend,
     BackendError,
     Context,
     ContextResult,
+    ModelFileBackend,
     check_model_file,
 )
 from npudure.config import AgentConfig, PostprocessConfig
@@ -65,7 +65,7 @@ class _OnnxContext(Context):
         return ContextResult(detections, t1 - t0, t2 - t1, t3 - t2)
 
 
-class OnnxBackend(Backend):
+class OnnxBackend(ModelFileBackend):
     name = "onnx"
 
     def __init__(self, config: AgentConfig) -> None:
@@ -115,15 +115,3 @@ class OnnxBackend(Backend):
         except LayoutError as exc:
             raise BackendError(f"model file {path}: {exc}") from None
         return inputs[0].name, layout
-
-    @property
-    def contexts(self) -> list[Context]:
-        return self._contexts
-
-    @property
-    def runtime_version(self) -> str:
-        return self._version
-
-    @property
-    def model_sha256(self) -> str:
-        return self._sha256

@@ -19,7 +19,14 @@ from pathlib import Path
 
 import numpy as np
 
-from npudure.backends.base import Backend, BackendError, Context, ContextResult, check_model_file, sha256_file
+from npudure.backends.base import (
+    BackendError,
+    Context,
+    ContextResult,
+    ModelFileBackend,
+    check_model_file,
+    sha256_file,
+)
 from npudure.backends.onnx import check_frame
 from npudure.config import AgentConfig, PostprocessConfig
 from npudure.postprocess import Layout, detect_layout, postprocess
@@ -118,7 +125,7 @@ class _RknnContext(Context):
             self._lite.release()  # type: ignore[attr-defined]
 
 
-class RknnBackend(Backend):
+class RknnBackend(ModelFileBackend):
     name = "rknn"
 
     def __init__(self, config: AgentConfig) -> None:
@@ -180,18 +187,6 @@ class RknnBackend(Backend):
             return f"rknn-toolkit-lite2 {importlib.metadata.version('rknn-toolkit-lite2')}"
         except importlib.metadata.PackageNotFoundError:
             return "unknown"
-
-    @property
-    def contexts(self) -> list[Context]:
-        return self._contexts
-
-    @property
-    def runtime_version(self) -> str:
-        return self._version
-
-    @property
-    def model_sha256(self) -> str:
-        return self._sha256
 
     def close(self) -> None:
         for ctx in self._contexts:
