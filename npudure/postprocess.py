@@ -18,9 +18,12 @@ image, score = best class probability, sorted by score (highest first), at most 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from npudure.config import PostprocessConfig
 
 Layout = Literal["zoo", "split", "concat"]
 LAYOUTS: tuple[Layout, ...] = ("zoo", "split", "concat")
@@ -220,3 +223,16 @@ def postprocess(
     result[:, 4] = scores[keep]
     result[:, 5] = classes[keep]
     return result
+
+
+def postprocess_with(
+    outputs: Sequence[np.ndarray], config: PostprocessConfig, layout: Layout | None = None
+) -> np.ndarray:
+    """:func:`postprocess` with the thresholds of an agent's ``postprocess:`` config section."""
+    return postprocess(
+        outputs,
+        score_threshold=config.score_threshold,
+        iou_threshold=config.iou_threshold,
+        max_detections=config.max_detections,
+        layout=layout,
+    )

@@ -22,7 +22,7 @@ from npudure.backends.base import (
     check_model_file,
 )
 from npudure.config import AgentConfig, PostprocessConfig
-from npudure.postprocess import Layout, LayoutError, detect_layout, postprocess
+from npudure.postprocess import Layout, LayoutError, detect_layout, postprocess_with
 
 _REBUILD = "rebuild it with `npudure model build --force` (or copy the fleet's model again)"
 
@@ -54,13 +54,7 @@ class _OnnxContext(Context):
         t1 = time.perf_counter()
         outputs = self._session.run(None, {self._input: x})  # type: ignore[attr-defined]
         t2 = time.perf_counter()
-        detections = postprocess(
-            outputs,
-            score_threshold=self._pp.score_threshold,
-            iou_threshold=self._pp.iou_threshold,
-            max_detections=self._pp.max_detections,
-            layout=self._layout,
-        )
+        detections = postprocess_with(outputs, self._pp, self._layout)
         t3 = time.perf_counter()
         return ContextResult(detections, t1 - t0, t2 - t1, t3 - t2)
 

@@ -29,7 +29,7 @@ from npudure.backends.base import (
 )
 from npudure.backends.onnx import check_frame
 from npudure.config import AgentConfig, PostprocessConfig
-from npudure.postprocess import Layout, detect_layout, postprocess
+from npudure.postprocess import Layout, detect_layout, postprocess_with
 
 LIBRKNNRT = "/usr/lib/librknnrt.so"
 MAX_NPU_CORES = 3  # RK3588; the RK3576 has 2
@@ -109,13 +109,7 @@ class _RknnContext(Context):
             )
         if self._layout is None:
             self._layout = detect_layout([np.shape(o) for o in outputs])
-        detections = postprocess(
-            outputs,
-            score_threshold=self._pp.score_threshold,
-            iou_threshold=self._pp.iou_threshold,
-            max_detections=self._pp.max_detections,
-            layout=self._layout,
-        )
+        detections = postprocess_with(outputs, self._pp, self._layout)
         t3 = time.perf_counter()
         return ContextResult(detections, t1 - t0, t2 - t1, t3 - t2)
 
