@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "model": ("npudure.model.cli", "build the YOLOv8n ONNX model (no download) and inspect models"),
     "lab": ("npudure.lab.cli", "the emulated fleet: boards as systemd-nspawn containers (root)"),
     "pki": ("npudure.pki_cli", "a small CA for mutual TLS: init-ca, csr, sign, check"),
+    "faults": ("npudure.faults.cli", "fault suite and soak on the emulated fleet (root)"),
 }
 
 
