@@ -89,7 +89,8 @@ def test_scheduler_restart_gives_unavailable_never_a_hang() -> None:
         assert err.value.code() == grpc.StatusCode.UNAVAILABLE
         assert time.monotonic() - start < 5, "a dead scheduler must fail fast, not hang"
         cluster.restart_scheduler()
-        # Boards are back in rotation within seconds.
-        served = {infer.Infer(request, timeout=10).node for _ in range(6)}
+        # Boards are back in rotation within seconds. The client's channel is in reconnect back-off after
+        # the refused connection: a client that waits for ready (as retrying clients should) gets through.
+        served = {infer.Infer(request, timeout=10, wait_for_ready=True).node for _ in range(6)}
         assert served == {"board1", "board2"}
         channel.close()
