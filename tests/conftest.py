@@ -1,5 +1,6 @@
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -19,3 +20,10 @@ def repo_root() -> Path:
 
 def have(tool: str) -> bool:
     return shutil.which(tool) is not None
+
+
+def run_npudure(*args: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run ``npudure ARGS`` with this interpreter; capture its output (bounded)."""
+    return subprocess.run(
+        [sys.executable, "-m", "npudure", *args], capture_output=True, text=True, timeout=timeout_s
+    )

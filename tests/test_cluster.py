@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections import Counter
 
 import grpc
 import numpy as np
 import pytest
+from conftest import run_npudure
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from loadgen import frame_bytes
@@ -162,12 +161,7 @@ def test_scheduler_refuses_to_start_when_no_board_answers(tmp_path) -> None:
         f"listen: 127.0.0.1:{free_port()}\nmetrics_port: 0\nstartup_wait_s: 1\n"
         f"boards:\n  - name: ghost\n    address: 127.0.0.1:{free_port()}\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-m", "npudure", "scheduler", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = run_npudure("scheduler", "--config", str(config))
     assert proc.returncode == 2
     assert "ghost=127.0.0.1" in proc.stderr and "start the agents first" in proc.stderr
 
@@ -175,19 +169,9 @@ def test_scheduler_refuses_to_start_when_no_board_answers(tmp_path) -> None:
 def test_agent_refuses_unknown_backend_and_missing_model(tmp_path) -> None:
     bad = tmp_path / "agent.yml"
     bad.write_text("node_name: b1\nbackend: npu\n")
-    proc = subprocess.run(
-        [sys.executable, "-m", "npudure", "agent", "--config", str(bad)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = run_npudure("agent", "--config", str(bad))
     assert proc.returncode == 2 and "'npu' is not allowed" in proc.stderr and "rknn" in proc.stderr
     missing = tmp_path / "agent2.yml"
     missing.write_text(f"node_name: b1\nbackend: onnx\nmodel: {tmp_path / 'nope.onnx'}\n")
-    proc = subprocess.run(
-        [sys.executable, "-m", "npudure", "agent", "--config", str(missing), "--check"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = run_npudure("agent", "--config", str(missing), "--check")
     assert proc.returncode == 2 and "nope.onnx does not exist" in proc.stderr

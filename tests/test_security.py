@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import os
 import secrets
-import subprocess
-import sys
 from pathlib import Path
 
 import grpc
 import pytest
+from conftest import run_npudure
 from loadgen import frame_bytes
 
 from npudure import pki, security
@@ -160,12 +159,7 @@ def test_a_token_file_others_can_read_is_refused_at_start(tmp_path) -> None:
     config.write_text(
         f"node_name: b1\nlisten: 127.0.0.1:{free_port()}\nmetrics_port: 0\nadmin:\n  token_file: {token}\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-m", "npudure", "agent", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = run_npudure("agent", "--config", str(config))
     assert proc.returncode == 2
     assert f"chmod 600 {token}" in proc.stderr
 
@@ -176,11 +170,6 @@ def test_missing_certificate_file_is_a_clear_start_up_error(tmp_path: Path) -> N
         f"node_name: b1\nlisten: 127.0.0.1:{free_port()}\nmetrics_port: 0\n"
         f"tls:\n  ca: {tmp_path}/ca.crt\n  cert: {tmp_path}/b1.crt\n  key: {tmp_path}/b1.key\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-m", "npudure", "agent", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = run_npudure("agent", "--config", str(config))
     assert proc.returncode == 2
     assert "cannot read the" in proc.stderr and "b1" in proc.stderr
