@@ -23,8 +23,8 @@ ansible-playbook -i "$inventory" playbooks/benchmark.yml
 cat <<MSG
 
 The fleet is still up. Look around:
-  npudure lab status
-  npudure lab exec board1 -- systemctl status npudure-agent
-  npudure status --target 10.231.0.10:50050
+  .venv/bin/npudure lab status
+  .venv/bin/npudure lab exec board1 -- systemctl status npudure-agent
+  .venv/bin/npudure status --target 10.231.0.10:50050
 Take it down with: make lab-down
 MSG
