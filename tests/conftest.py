@@ -27,3 +27,12 @@ def run_npudure(*args: str, timeout_s: float = 60) -> subprocess.CompletedProces
     return subprocess.run(
         [sys.executable, "-m", "npudure", *args], capture_output=True, text=True, timeout=timeout_s
     )
+
+
+@pytest.fixture(scope="module")
+def model_cache(tmp_path_factory: pytest.TempPathFactory):
+    """NPUDURE_CACHE for model tests: one folder per session, so each model is built once."""
+    root = tmp_path_factory.getbasetemp() / "npudure-cache"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("NPUDURE_CACHE", str(root))
+        yield root

@@ -18,16 +18,7 @@ from npudure.model.frames import synthetic_frame
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory):
-    # The same cache as tests/test_model.py: the model is built once per session.
-    root = tmp_path_factory.getbasetemp() / "npudure-cache"
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("NPUDURE_CACHE", str(root))
-        yield root
-
-
-@pytest.fixture(scope="module")
-def model(cache):
+def model(model_cache):
     return ensure_model("split")
 
 
@@ -77,7 +68,7 @@ def test_postprocess_settings_are_applied(model) -> None:
         backend.close()
 
 
-def test_zoo_layout_model_gives_the_same_detections(backend, cache) -> None:
+def test_zoo_layout_model_gives_the_same_detections(backend, model_cache) -> None:
     zoo = ensure_model("zoo")
     other = OnnxBackend(_config(str(zoo.path), npu_cores=1))
     try:

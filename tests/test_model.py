@@ -23,21 +23,12 @@ ULTRALYTICS_PARAMS, ULTRALYTICS_FUSED_PARAMS, ULTRALYTICS_GFLOPS = 3_157_200, 3_
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory):
-    # One cache for the whole session: the backend tests reuse the models built here.
-    root = tmp_path_factory.getbasetemp() / "npudure-cache"
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("NPUDURE_CACHE", str(root))
-        yield root
-
-
-@pytest.fixture(scope="module")
-def split(cache):
+def split(model_cache):
     return ensure_model("split")
 
 
 @pytest.fixture(scope="module")
-def zoo(cache):
+def zoo(model_cache):
     return ensure_model("zoo")
 
 
@@ -82,25 +73,25 @@ def test_output_depends_on_the_input(split) -> None:
     assert a.shape != b.shape or not np.allclose(a, b)
 
 
-def test_cache_reuses_rebuilds_corrupt_and_forces(cache, split) -> None:
-    assert split.path == default_model_path("split") and split.path.is_relative_to(cache)
+def test_cache_reuses_rebuilds_corrupt_and_forces(model_cache, split) -> None:
+    assert split.path == default_model_path("split") and split.path.is_relative_to(model_cache)
     again = ensure_model("split")
     assert again.cached and again.sha256 == split.sha256
-    target = cache / "corrupt.onnx"
+    target = model_cache / "corrupt.onnx"
     target.write_bytes(b"\x00garbage" * 100)
     rebuilt = ensure_model("split", path=target)
     assert not rebuilt.cached and rebuilt.sha256 == split.sha256  # deterministic for a seed
     assert not ensure_model("split", path=target, force=True).cached
 
 
-def test_seed_changes_the_weights(cache, split, tmp_path) -> None:
+def test_seed_changes_the_weights(model_cache, split, tmp_path) -> None:
     other = build_yolov8n(tmp_path / "seed1.onnx", seed=1)
     assert other.sha256 != split.sha256 and other.params == split.params
     frame = synthetic_frame(4)
     assert not np.allclose(_run(other.path, frame)[1], _run(split.path, frame)[1])
 
 
-def test_int8_build(cache, split) -> None:
+def test_int8_build(model_cache, split) -> None:
     q = ensure_model("split", int8=True)
     assert q.path.name == "yolov8n-split-int8-seed0.onnx"
     info = inspect(q.path)
@@ -118,7 +109,7 @@ def test_bad_build_arguments(tmp_path) -> None:
     assert not (tmp_path / "x.onnx").exists()
 
 
-def test_cli_build_and_info(cache, split, capsys) -> None:
+def test_cli_build_and_info(model_cache, split, capsys) -> None:
     assert main(["model", "build"]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"cached  {split.path}") and split.sha256 in out and "3,151,904" in out
@@ -127,7 +118,7 @@ def test_cli_build_and_info(cache, split, capsys) -> None:
     assert "output  scores [1,80,8400] float" in out and "GFLOPs  8.74" in out
     assert main(["model", "build", "--layout", "zoo", "--int8"]) == 2
     assert "--layout split" in capsys.readouterr().err
-    garbage = cache / "garbage.onnx"
+    garbage = model_cache / "garbage.onnx"
     garbage.write_bytes(b"not a model")
     assert main(["model", "info", str(garbage)]) == 1
     assert "npudure model build --force" in capsys.readouterr().err
