@@ -86,7 +86,8 @@ class AgentConfig(_Strict):
     model: str | None = None
     # If set, the model file must hash to this (the fleet runs one model).
     model_sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
-    # Inference contexts: NPU cores for rknn (2 on RK3576, 3 on RK3588), slots for sim, sessions for onnx.
+    # Inference contexts: NPU cores for rknn, slots for sim, sessions for onnx. Left out, the agent
+    # uses the SoC's NPU core count (RK3576 2, RK3588 3; see npudure/soc.py), else 2.
     npu_cores: int = Field(2, ge=1, le=16)
     # Threads per ONNX Runtime session.
     onnx_threads: int = Field(1, ge=1, le=64)
@@ -94,6 +95,8 @@ class AgentConfig(_Strict):
     queue_limit: int = Field(64, ge=1, le=100000)
     # A worker busy longer than this is hung: health turns NOT_SERVING until it returns.
     hang_timeout_s: float = Field(10.0, gt=0, le=3600)
+    # Replace a context hung past hang_timeout_s with a new one (false: stay NOT_SERVING until it returns).
+    hang_recovery: bool = True
     max_message_bytes: int = Field(4 * 1024 * 1024, ge=1024, le=64 * 1024 * 1024)
     tls: TlsConfig | None = None
     # The scheduler's certificate CN is an admin of the agents (it forwards SetNodeCpuCap).

@@ -216,6 +216,71 @@ def set_max_freq(
     return {name: int(old) for name, old in previous.items()}
 
 
+@dataclass(frozen=True)
+class CapResult:
+    """What :func:`cap_clusters` did: the previous caps (for :func:`restore`) and each policy's clock."""
+
+    previous: Previous
+    applied_mhz: dict[str, int]
+    # One line per cluster that could not take the requested clock and runs at its own maximum.
+    clamped: tuple[str, ...]
+
+    def describe(self) -> str:
+        return "; ".join(self.clamped)
+
+
+def _hardware_max_mhz(policy: Policy) -> int | None:
+    """The policy's top clock: the largest offered frequency, else ``cpuinfo_max_freq``; None if unknown."""
+    offered = available_frequencies_mhz(policy)
+    if offered:
+        return offered[-1]
+    try:
+        return round(_read_int(policy.path / "cpuinfo_max_freq") / 1000)
+    except CpuFreqError:
+        return None
+
+
+def cap_clusters(
+    mhz: int, cpus: Iterable[int] | None = None, sysfs_root: str | os.PathLike[str] = "/sys"
+) -> CapResult:
+    """Cap every cluster that can run at ``mhz``; a cluster whose maximum is lower runs at that maximum.
+
+    The reference ladder (2208 ... 600 MHz) asks for clocks only the big cluster reaches: the little
+    cluster (1800 MHz on RK3576/RK3588) is then clamped to its own top clock rather than refused, and
+    the result says so. Refused (CpuFreqError, nothing changed) when no cluster can take ``mhz`` or a
+    cluster that can reach it does not offer it. All or nothing, like :func:`set_max_freq`.
+    """
+    if mhz <= 0:
+        raise CpuFreqError(
+            f"a CPU cap must be a positive number of MHz, not {mhz}; use remove_cap() to lift it"
+        )
+    policies = select_policies(sysfs_root, cpus)
+    targets: dict[str, int] = {}
+    clamped: list[str] = []
+    for p in policies:
+        read_max_freq_khz(p)  # a garbled current value could not be restored: refuse before writing
+        top = _hardware_max_mhz(p)
+        if top is not None and mhz > top:
+            targets[p.name] = top
+            clamped.append(f"{p.describe()} tops out at {top} MHz: runs at {top} MHz, not {mhz}")
+        else:
+            _check_request(p, mhz * 1000)
+            targets[p.name] = mhz
+    if len(clamped) == len(policies):
+        tops = ", ".join(f"{p.describe()} {targets[p.name]} MHz" for p in policies)
+        raise CpuFreqError(f"no CPU cluster here can run at {mhz} MHz (their maxima: {tops})")
+    previous: Previous = {}
+    try:
+        for p in policies:
+            previous.update(set_max_freq(targets[p.name], sysfs_root=sysfs_root, policy=p))
+    except CpuFreqError:
+        restore(previous, sysfs_root)
+        raise
+    for line in clamped:
+        log.info("CPU cap %d MHz: %s", mhz, line)
+    return CapResult(previous, targets, tuple(clamped))
+
+
 def remove_cap(
     cpus: Iterable[int] | None = None,
     sysfs_root: str | os.PathLike[str] = "/sys",

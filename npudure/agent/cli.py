@@ -8,11 +8,14 @@ import logging
 import sys
 
 from npudure import config as cfg
+from npudure import soc
 from npudure.backends import BackendError, create_backend
 from npudure.runtime import ensure_malloc_tuning, setup_logging
 from npudure.security import SecurityError
 
 log = logging.getLogger("npudure.agent")
+
+EX_CONFIG = 78  # sysexits.h: a configuration error (the unit should not restart into it)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,6 +32,11 @@ def run(args: argparse.Namespace) -> int:
     except cfg.ConfigError as exc:
         print(f"npudure agent: {exc}", file=sys.stderr)
         return 2
+    try:
+        config, board_soc = soc.resolve_npu_cores(config)
+    except soc.SocMismatch as exc:
+        print(f"npudure agent: {args.config}: {exc}", file=sys.stderr)
+        return EX_CONFIG
     if not args.check:
         ensure_malloc_tuning()
     setup_logging(args.log_level)
@@ -40,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     if args.check:
         print(
             f"ok: {args.config}: backend {backend.name}{' (emulated)' if backend.emulated else ''}, "
-            f"{len(backend.contexts)} context(s), runtime {backend.runtime_version}, "
+            f"{len(backend.contexts)} context(s), {board_soc.describe()}, runtime {backend.runtime_version}, "
             f"model sha256 {backend.model_sha256 or '-'}"
         )
         backend.close()
@@ -48,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from npudure.agent.server import serve
 
     try:
-        asyncio.run(serve(config, backend))
+        asyncio.run(serve(config, backend, board_soc=board_soc))
     except (BackendError, SecurityError) as exc:
         print(f"npudure agent: {exc}", file=sys.stderr)
         return 2

@@ -30,6 +30,11 @@ class AgentMetrics:
         self.hung_workers = Gauge(
             "npudure_agent_hung_workers", "Workers stuck past the hang timeout", registry=self.registry
         )
+        self.context_recoveries = Counter(
+            "npudure_agent_context_recoveries",
+            "Hung NPU contexts replaced by new ones",
+            registry=self.registry,
+        )
 
     def serve(self, port: int) -> None:
         if port:

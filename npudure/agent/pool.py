@@ -3,6 +3,10 @@
 A request waits (board queue) for a free context, then runs decode → preprocess → inference →
 postprocess on that context's own thread. The threads are pinned to the big cores when the board has
 them (NPU submit latency), while the asyncio/gRPC threads may go to the little ones.
+
+A context stuck on one frame past the hang timeout is *replaced* (:meth:`WorkerPool.recover_hung`):
+a new context on a new thread takes its slot, and the old one is released only when its thread
+returns, so no context ever serves two frames and a hung call never blocks the event loop.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ class Worker:
     context: Context
     executor: ThreadPoolExecutor
     busy_since: float | None = None
+    # Replaced after a hang: release the context when its thread returns, never hand it out again.
+    retired: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +61,10 @@ class WorkerPool:
         for worker in self._workers:
             self._free.put_nowait(worker)
         self._queue_limit = queue_limit
+        self._initializer = thread_initializer
+        # Hung workers replaced but whose thread has not returned yet (their context is still held).
+        self._retired: list[Worker] = []
+        self.recoveries = 0
         self.waiting = 0
 
     @property
@@ -69,6 +79,56 @@ class WorkerPool:
         """Workers busy on one frame for longer than ``timeout_s`` (an NPU hang)."""
         now = time.monotonic()
         return sum(1 for w in self._workers if w.busy_since is not None and now - w.busy_since > timeout_s)
+
+    @property
+    def abandoned(self) -> int:
+        """Replaced contexts whose hung call has not returned (each still holds a thread)."""
+        return len(self._retired)
+
+    def recover_hung(self, timeout_s: float, new_context: Callable[[int], Context]) -> int:
+        """Give each slot hung past ``timeout_s`` a new context; returns how many were replaced.
+
+        At most ``size`` hung calls are abandoned at once: beyond that the slot stays hung (and the
+        agent NOT_SERVING) rather than leak threads without bound. ``new_context`` may raise; the
+        slot then stays hung and the next call tries again.
+        """
+        now = time.monotonic()
+        replaced = 0
+        for i, old in enumerate(self._workers):
+            if old.busy_since is None or now - old.busy_since <= timeout_s:
+                continue
+            if len(self._retired) >= self.size:
+                log.error(
+                    "NPU slot %d hung, but %d hung calls are still held: not replacing it", i, self.size
+                )
+                continue
+            context = new_context(old.index)
+            fresh = Worker(
+                old.index, context, ThreadPoolExecutor(1, f"npu{old.index}", initializer=self._initializer)
+            )
+            old.retired = True
+            self._retired.append(old)
+            self._workers[i] = fresh
+            self._free.put_nowait(fresh)
+            self.recoveries += 1
+            replaced += 1
+            log.error(
+                "NPU context %d hung for more than %.1fs: replaced by a new one (the old one is released "
+                "when its call returns)",
+                old.index,
+                timeout_s,
+            )
+        return replaced
+
+    def _done(self, worker: Worker) -> None:
+        if not worker.retired:
+            self._free.put_nowait(worker)
+            return
+        # The hung call came back: release its context on its own thread, then let the thread go.
+        self._retired.remove(worker)
+        worker.executor.submit(_close_quietly, worker.context)
+        worker.executor.shutdown(wait=False)
+        log.warning("NPU context %d: the hung call returned; its old context is released", worker.index)
 
     async def run(self, decode: Callable[[], np.ndarray]) -> Outcome:
         """Wait for a free context, then decode and run the frame on it."""
@@ -95,7 +155,7 @@ class WorkerPool:
         future = asyncio.get_running_loop().run_in_executor(worker.executor, job)
         # The context goes back to the free list only when its thread is done with it, even when the
         # caller is cancelled mid-inference: a context must never serve two frames at once.
-        future.add_done_callback(lambda _f: self._free.put_nowait(worker))
+        future.add_done_callback(lambda _f: self._done(worker))
         result, decode_s = await asyncio.shield(future)
         return Outcome(result, queue_s, decode_s)
 
@@ -103,3 +163,12 @@ class WorkerPool:
         for worker in self._workers:
             worker.executor.shutdown(wait=True, cancel_futures=True)
             worker.context.close()
+        for worker in self._retired:  # still hung: do not wait for them
+            worker.executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _close_quietly(context: Context) -> None:
+    try:
+        context.close()
+    except Exception:
+        log.exception("releasing a replaced NPU context failed")

@@ -11,8 +11,9 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from npudure import __version__, frames, security, telemetry
+from npudure import __version__, frames, security, soc, telemetry
 from npudure.affinity import cores
+from npudure.agent import cpucap
 from npudure.agent.metrics import AgentMetrics
 from npudure.agent.pool import PoolFull, WorkerPool
 from npudure.backends import Backend, BackendError, create_backend
@@ -35,12 +36,6 @@ def _us(seconds: float) -> int:
     return max(0, round(seconds * 1e6))
 
 
-def cpufreq_error() -> type[Exception]:
-    from npudure.cpufreq import CpuFreqError
-
-    return CpuFreqError
-
-
 def boot_id_for(backend: Backend) -> str:
     """The kernel's boot id; an emulated board gets one per agent process (its restart is its reboot)."""
     if backend.emulated:
@@ -49,13 +44,21 @@ def boot_id_for(backend: Backend) -> str:
 
 
 class Agent(rpc.InferenceServicer, rpc.NodeServicer):
-    def __init__(self, config: AgentConfig, backend: Backend) -> None:
+    def __init__(
+        self,
+        config: AgentConfig,
+        backend: Backend,
+        split: cores.CoreSplit | None = None,
+        board_soc: soc.Soc | None = None,
+    ) -> None:
         self.config = config
         self.backend = backend
         self.metrics = AgentMetrics()
         self.health = health.aio.HealthServicer()
         self.admin = security.AdminGuard(config.admin, config.tls)
-        split = cores.detect(config.affinity.sysfs_root)
+        split = split or cores.detect(config.affinity.sysfs_root)
+        self.soc = board_soc or soc.detect(config.affinity.sysfs_root)
+        self.cpu_cap = cpucap.choose(backend, config.affinity.sysfs_root)
         big = split.big if (config.affinity.pin_workers_to_big and not split.uniform) else ()
         self.pool = WorkerPool(
             backend.contexts, config.queue_limit, (lambda: cores.pin_current_thread(big)) if big else None
@@ -64,7 +67,6 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
         self.started = time.monotonic()
         self.served = 0
         self.errors = 0
-        self._cpu_cap_mhz: int | None = None
 
     # ------------------------------------------------------------------ data path
     async def Infer(self, request: pb.InferRequest, context: grpc.aio.ServicerContext) -> pb.InferResponse:
@@ -90,6 +92,7 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
             board_queue_us=_us(outcome.queue_s),
             decode_us=_us(outcome.decode_s),
             preprocess_us=_us(result.preprocess_s),
+            npu_input_us=_us(result.npu_input_s),
             inference_us=_us(result.inference_s),
             postprocess_us=_us(result.postprocess_s),
             board_total_us=_us(total),
@@ -98,6 +101,7 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
             ("board_queue", outcome.queue_s),
             ("decode", outcome.decode_s),
             ("preprocess", result.preprocess_s),
+            ("npu_input", result.npu_input_s),
             ("inference", result.inference_s),
             ("postprocess", result.postprocess_s),
             ("board_total", total),
@@ -126,7 +130,6 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
 
     # ------------------------------------------------------------------ admin
     def status(self) -> pb.NodeStatus:
-        cap = self.backend.cpu_cap_mhz if self.backend.emulated else self._cpu_cap_mhz
         return pb.NodeStatus(
             node=self.config.node_name,
             backend=self.backend.name,
@@ -140,7 +143,10 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
             queue_depth=self.pool.waiting,
             served_total=self.served,
             errors_total=self.errors,
-            cpu_cap_mhz=cap or 0,
+            cpu_cap_mhz=self.cpu_cap.mhz or 0,
+            cpu_cap_note=self.cpu_cap.note,
+            soc=self.soc.describe(),
+            context_recoveries=self.pool.recoveries,
             telemetry=telemetry.to_proto(telemetry.sample(sysfs_root=self.config.affinity.sysfs_root)),
             hung_workers=self.pool.hung(self.config.hang_timeout_s),
             uptime_s=time.monotonic() - self.started,
@@ -157,20 +163,10 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
         await self.admin.check(context, "SetCpuCap")
         mhz = request.mhz or None
         try:
-            if self.backend.emulated:
-                self.backend.set_cpu_cap(mhz)
-            else:
-                from npudure import cpufreq
-
-                root = self.config.affinity.sysfs_root
-                if mhz:
-                    await asyncio.to_thread(cpufreq.set_max_freq, mhz, None, root)
-                else:
-                    await asyncio.to_thread(cpufreq.remove_cap, None, root)
-                self._cpu_cap_mhz = mhz
-        except (BackendError, OSError, ValueError, cpufreq_error()) as exc:
+            note = await asyncio.to_thread(self.cpu_cap.set, mhz)
+        except cpucap.CpuCapError as exc:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"cannot cap the CPU clock: {exc}")
-        log.info("CPU cap set to %s", f"{mhz} MHz" if mhz else "none")
+        log.info("CPU cap set to %s%s", f"{mhz} MHz" if mhz else "none", f" ({note})" if note else "")
         return await asyncio.to_thread(self.status)
 
     async def InjectFault(
@@ -186,9 +182,16 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
 
     # ------------------------------------------------------------------ health
     async def watch_hangs(self, interval_s: float = 0.5) -> None:
-        """NOT_SERVING while any worker is stuck past hang_timeout_s, so the scheduler takes us out."""
+        """Replace contexts stuck past hang_timeout_s; NOT_SERVING while any slot stays hung."""
         serving = True
         while True:
+            if self.config.hang_recovery and self.pool.hung(self.config.hang_timeout_s):
+                try:
+                    replaced = self.pool.recover_hung(self.config.hang_timeout_s, self.backend.new_context)
+                except Exception as exc:  # the runtime may refuse a new context: stay out, retry
+                    log.error("cannot re-create the hung NPU context: %s", exc)
+                    replaced = 0
+                self.metrics.context_recoveries.inc(replaced)
             hung = self.pool.hung(self.config.hang_timeout_s)
             self.metrics.hung_workers.set(hung)
             self.metrics.in_flight.set(self.pool.busy)
@@ -211,12 +214,15 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
 
 
 async def serve(
-    config: AgentConfig, backend: Backend | None = None, ready: asyncio.Event | None = None
+    config: AgentConfig,
+    backend: Backend | None = None,
+    ready: asyncio.Event | None = None,
+    board_soc: soc.Soc | None = None,
 ) -> None:
     """Run the agent until cancelled."""
     backend = backend or create_backend(config)
-    agent = Agent(config, backend)
-    split = cores.detect(config.affinity.sysfs_root)
+    split = cores.detect(config.affinity.sysfs_root)  # once: the pool's pinning and the I/O threads'
+    agent = Agent(config, backend, split, board_soc)
     if config.affinity.pin_io_to_little and not split.uniform:
         cores.pin_current_thread(split.little)  # gRPC's own threads inherit the main thread's mask
     options = [
@@ -242,12 +248,14 @@ async def serve(
         await agent.health.set(name, health_pb2.HealthCheckResponse.SERVING)
     watchdog = asyncio.create_task(agent.watch_hangs())
     log.info(
-        "agent %s serving on %s: backend %s%s, %d context(s), affinity %s",
+        "agent %s serving on %s: backend %s%s, %d context(s), %s, CPU cap via %s, affinity %s",
         config.node_name,
         config.listen,
         backend.name,
         " (EMULATED NPU)" if backend.emulated else "",
         agent.pool.size,
+        agent.soc.describe(),
+        agent.cpu_cap.kind,
         split.reason,
     )
     if ready:

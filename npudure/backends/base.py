@@ -30,6 +30,8 @@ class ContextResult:
     preprocess_s: float
     inference_s: float
     postprocess_s: float
+    # Handing the input to the NPU, where the runtime separates it from inference (else 0).
+    npu_input_s: float = 0.0
 
 
 NO_DETECTIONS = np.zeros((0, 6), dtype=np.float32)
@@ -72,6 +74,10 @@ class Backend(ABC):
             f"the {self.name} backend has no emulated CPU cap; on a real board cap the clock "
             "through scaling_max_freq (npudure.cpufreq)"
         )
+
+    def new_context(self, index: int) -> Context:
+        """A fresh context in slot ``index``, to replace one that hung (the pool releases the old one)."""
+        raise BackendError(f"the {self.name} backend cannot re-create a context")
 
     def inject_fault(self, hang: bool) -> None:
         raise BackendError(f"fault injection is for emulated boards; the {self.name} backend is real")

@@ -15,6 +15,11 @@ The model (calibrated to the reference cluster's measurements, see docs/sim-mode
 * ``time_scale`` stretches all service times so a 2-core test machine can host many emulated boards
   without itself becoming the bottleneck (time_scale 10 → 16.15 inf/s per board).
 
+* NPU input set: a real copy of the frame into the context's own input buffer (what handing a frame
+  to NPU memory costs on the board's CPU), timed apart from inference.
+* An injected hang stops the contexts that exist at injection time (a hung NPU context); contexts
+  created afterwards (the agent's recovery) work, and FAULT_NONE releases the hung calls.
+
 What it does not model: thermal throttling over time, the NPU's own clock, network cost (that is real:
 frames still cross real gRPC sockets), and detections (it returns none).
 """
@@ -64,8 +69,15 @@ class _SimContext(Context):
     def __init__(self, backend: SimBackend, index: int) -> None:
         self._backend = backend
         self._rng = np.random.default_rng(backend.config.seed * 1000 + index)
+        self._input: np.ndarray | None = None
+        self.hung = False
 
     def run(self, image: np.ndarray) -> ContextResult:
+        t0 = time.perf_counter()
+        if self._input is None or self._input.shape != image.shape:
+            self._input = np.empty_like(image)
+        np.copyto(self._input, image)
+        npu_input_s = time.perf_counter() - t0
         service = self._backend.mean_service_s()
         cv = self._backend.config.jitter_cv
         if cv > 0:
@@ -75,9 +87,9 @@ class _SimContext(Context):
         start = time.perf_counter()
         time.sleep(service)  # releases the GIL, as RKNNLite.inference() does
         # An injected NPU hang: the call does not return until the fault is cleared (bounded).
-        while self._backend.hung and time.perf_counter() - start < MAX_HANG_S:
+        while self.hung and time.perf_counter() - start < MAX_HANG_S:
             time.sleep(0.05)
-        return ContextResult(NO_DETECTIONS, 0.0, time.perf_counter() - start, 0.0)
+        return ContextResult(NO_DETECTIONS, 0.0, time.perf_counter() - start, 0.0, npu_input_s)
 
 
 class SimBackend(Backend):
@@ -87,9 +99,10 @@ class SimBackend(Backend):
     def __init__(self, slots: int, config: SimConfig) -> None:
         self.config = config
         self._cap = config.cpu_cap_mhz
-        self.hung = False
         self._lock = threading.Lock()
         self._contexts: list[Context] = [_SimContext(self, i) for i in range(slots)]
+        # Every context ever made, so FAULT_NONE also frees the calls of replaced ones.
+        self._made: list[_SimContext] = list(self._contexts)  # type: ignore[arg-type]
 
     @property
     def contexts(self) -> list[Context]:
@@ -107,8 +120,20 @@ class SimBackend(Backend):
         with self._lock:
             self._cap = mhz
 
+    @property
+    def hung(self) -> bool:
+        return any(ctx.hung for ctx in self._made)
+
+    def new_context(self, index: int) -> Context:
+        ctx = _SimContext(self, index)
+        with self._lock:
+            self._made.append(ctx)
+        return ctx
+
     def inject_fault(self, hang: bool) -> None:
-        self.hung = hang
+        with self._lock:
+            for ctx in self._made:
+                ctx.hung = hang
 
     def mean_service_s(self) -> float:
         return BASE_SERVICE_S * cap_factor(self._cap) * self.config.time_scale

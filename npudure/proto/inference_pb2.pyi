@@ -65,7 +65,7 @@ class Detection(_message.Message):
     def __init__(self, class_id: _Optional[int] = ..., score: _Optional[float] = ..., x1: _Optional[float] = ..., y1: _Optional[float] = ..., x2: _Optional[float] = ..., y2: _Optional[float] = ...) -> None: ...
 
 class StageTiming(_message.Message):
-    __slots__ = ("scheduler_queue_us", "route_us", "network_to_board_us", "board_queue_us", "decode_us", "preprocess_us", "inference_us", "postprocess_us", "board_total_us", "scheduler_total_us")
+    __slots__ = ("scheduler_queue_us", "route_us", "network_to_board_us", "board_queue_us", "decode_us", "preprocess_us", "inference_us", "postprocess_us", "board_total_us", "scheduler_total_us", "npu_input_us")
     SCHEDULER_QUEUE_US_FIELD_NUMBER: _ClassVar[int]
     ROUTE_US_FIELD_NUMBER: _ClassVar[int]
     NETWORK_TO_BOARD_US_FIELD_NUMBER: _ClassVar[int]
@@ -76,6 +76,7 @@ class StageTiming(_message.Message):
     POSTPROCESS_US_FIELD_NUMBER: _ClassVar[int]
     BOARD_TOTAL_US_FIELD_NUMBER: _ClassVar[int]
     SCHEDULER_TOTAL_US_FIELD_NUMBER: _ClassVar[int]
+    NPU_INPUT_US_FIELD_NUMBER: _ClassVar[int]
     scheduler_queue_us: int
     route_us: int
     network_to_board_us: int
@@ -86,7 +87,8 @@ class StageTiming(_message.Message):
     postprocess_us: int
     board_total_us: int
     scheduler_total_us: int
-    def __init__(self, scheduler_queue_us: _Optional[int] = ..., route_us: _Optional[int] = ..., network_to_board_us: _Optional[int] = ..., board_queue_us: _Optional[int] = ..., decode_us: _Optional[int] = ..., preprocess_us: _Optional[int] = ..., inference_us: _Optional[int] = ..., postprocess_us: _Optional[int] = ..., board_total_us: _Optional[int] = ..., scheduler_total_us: _Optional[int] = ...) -> None: ...
+    npu_input_us: int
+    def __init__(self, scheduler_queue_us: _Optional[int] = ..., route_us: _Optional[int] = ..., network_to_board_us: _Optional[int] = ..., board_queue_us: _Optional[int] = ..., decode_us: _Optional[int] = ..., preprocess_us: _Optional[int] = ..., inference_us: _Optional[int] = ..., postprocess_us: _Optional[int] = ..., board_total_us: _Optional[int] = ..., scheduler_total_us: _Optional[int] = ..., npu_input_us: _Optional[int] = ...) -> None: ...
 
 class InferResponse(_message.Message):
     __slots__ = ("request_id", "detections", "node", "timing", "backend", "emulated", "attempts")
@@ -137,7 +139,7 @@ class NodeStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class NodeStatus(_message.Message):
-    __slots__ = ("node", "backend", "emulated", "agent_version", "runtime_version", "model_sha256", "boot_id", "npu_cores", "in_flight", "queue_depth", "served_total", "errors_total", "cpu_cap_mhz", "telemetry", "hung_workers", "uptime_s")
+    __slots__ = ("node", "backend", "emulated", "agent_version", "runtime_version", "model_sha256", "boot_id", "npu_cores", "in_flight", "queue_depth", "served_total", "errors_total", "cpu_cap_mhz", "telemetry", "hung_workers", "uptime_s", "soc", "cpu_cap_note", "context_recoveries")
     NODE_FIELD_NUMBER: _ClassVar[int]
     BACKEND_FIELD_NUMBER: _ClassVar[int]
     EMULATED_FIELD_NUMBER: _ClassVar[int]
@@ -154,6 +156,9 @@ class NodeStatus(_message.Message):
     TELEMETRY_FIELD_NUMBER: _ClassVar[int]
     HUNG_WORKERS_FIELD_NUMBER: _ClassVar[int]
     UPTIME_S_FIELD_NUMBER: _ClassVar[int]
+    SOC_FIELD_NUMBER: _ClassVar[int]
+    CPU_CAP_NOTE_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_RECOVERIES_FIELD_NUMBER: _ClassVar[int]
     node: str
     backend: str
     emulated: bool
@@ -170,7 +175,10 @@ class NodeStatus(_message.Message):
     telemetry: Telemetry
     hung_workers: int
     uptime_s: float
-    def __init__(self, node: _Optional[str] = ..., backend: _Optional[str] = ..., emulated: _Optional[bool] = ..., agent_version: _Optional[str] = ..., runtime_version: _Optional[str] = ..., model_sha256: _Optional[str] = ..., boot_id: _Optional[str] = ..., npu_cores: _Optional[int] = ..., in_flight: _Optional[int] = ..., queue_depth: _Optional[int] = ..., served_total: _Optional[int] = ..., errors_total: _Optional[int] = ..., cpu_cap_mhz: _Optional[int] = ..., telemetry: _Optional[_Union[Telemetry, _Mapping]] = ..., hung_workers: _Optional[int] = ..., uptime_s: _Optional[float] = ...) -> None: ...
+    soc: str
+    cpu_cap_note: str
+    context_recoveries: int
+    def __init__(self, node: _Optional[str] = ..., backend: _Optional[str] = ..., emulated: _Optional[bool] = ..., agent_version: _Optional[str] = ..., runtime_version: _Optional[str] = ..., model_sha256: _Optional[str] = ..., boot_id: _Optional[str] = ..., npu_cores: _Optional[int] = ..., in_flight: _Optional[int] = ..., queue_depth: _Optional[int] = ..., served_total: _Optional[int] = ..., errors_total: _Optional[int] = ..., cpu_cap_mhz: _Optional[int] = ..., telemetry: _Optional[_Union[Telemetry, _Mapping]] = ..., hung_workers: _Optional[int] = ..., uptime_s: _Optional[float] = ..., soc: _Optional[str] = ..., cpu_cap_note: _Optional[str] = ..., context_recoveries: _Optional[int] = ...) -> None: ...
 
 class SetCpuCapRequest(_message.Message):
     __slots__ = ("mhz",)
