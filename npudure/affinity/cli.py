@@ -2,16 +2,19 @@
 
 ``plan --json`` is what the Ansible role reads to render the agent's ``CPUAffinity=`` drop-in;
 ``apply`` is what the boot-time oneshot runs. Exit codes: 0 = fine (including nothing to do),
-1 = an IRQ could not be steered.
+1 = an IRQ could not be steered, 3 = ``--wait-npu`` saw no NPU interrupt line appear.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from npudure.affinity import cores
-from npudure.affinity.irq import IrqChange, Plan, apply_plan, make_plan
+from npudure.affinity.irq import IrqChange, Plan, apply_plan, make_plan, wait_for_npu_irqs
+
+EXIT_NO_NPU = 3
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,9 +47,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         description="Write the little-core mask to /proc/irq/N/smp_affinity for each NPU IRQ (idempotent).",
     )
     apply.add_argument("--dry-run", action="store_true", help="report what would change, write nothing")
+    apply.add_argument(
+        "--wait-npu",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="wait up to SECONDS for an NPU interrupt line to appear and fail (exit 3) if none does; "
+        "without it a board with no NPU line is steered as far as it can be",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
+    wait = getattr(args, "wait_npu", None)
+    if wait is not None:
+        if wait < 0:
+            print("npudure affinity apply: --wait-npu must be 0 or more seconds", file=sys.stderr)
+            return 2
+        if not wait_for_npu_irqs(args.proc_root, wait):
+            print(
+                f"npudure affinity apply: no NPU interrupt (a line naming <address>.npu) in "
+                f"{args.proc_root}/interrupts after {wait:g} s: the rknpu driver has not probed. Check "
+                "`dmesg | grep -i rknpu`, that the kernel has the rknpu driver and its device tree enables "
+                "the NPU; raise npudure_irq_affinity_npu_wait_s if it probes late",
+                file=sys.stderr,
+            )
+            return EXIT_NO_NPU
     plan = make_plan(args.sysfs_root, args.proc_root, include_gpu=args.include_gpu, min_gap=args.min_gap)
     if args.affinity_command == "plan":
         print(json.dumps(plan.to_dict(), indent=2, sort_keys=True) if args.json else render_plan(plan))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -79,6 +80,26 @@ def find_device_irqs(lines: Iterable[IrqLine], patterns: Iterable[str] = NPU_PAT
         if hits and line.number not in found:
             found[line.number] = DeviceIrq(line.number, ", ".join(hits))
     return [found[n] for n in sorted(found)]
+
+
+def wait_for_npu_irqs(
+    proc_root: str | os.PathLike[str] = "/proc", timeout_s: float = 30.0, interval_s: float = 0.5
+) -> list[DeviceIrq]:
+    """The NPU lines of <proc_root>/interrupts, waiting up to ``timeout_s`` for the driver to probe.
+
+    rknpu may probe after systemd-modules-load (a deferred probe, a late power domain): a oneshot that
+    looks once would find nothing and steer nothing. Empty when none appeared in time.
+    """
+    deadline = time.monotonic() + timeout_s
+    path = Path(proc_root) / "interrupts"
+    while True:
+        try:
+            found = find_device_irqs(parse_interrupts(path.read_text()))
+        except OSError:
+            found = []
+        if found or time.monotonic() >= deadline:
+            return found
+        time.sleep(interval_s)
 
 
 # ---------------------------------------------------------------- plan
