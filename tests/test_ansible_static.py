@@ -104,7 +104,8 @@ def test_role_layout(role: Path) -> None:
     for part in ("tasks/main.yml", "meta/main.yml", "meta/argument_specs.yml", "vars/main.yml"):
         assert (role / part).is_file(), f"{role.name} lacks {part}"
     for template in (role / "templates").glob("*.j2") if (role / "templates").is_dir() else []:
-        first = template.read_text().splitlines()[0]
+        lines = template.read_text().splitlines()
+        first = lines[1] if lines[0].startswith("#!") else lines[0]  # a script keeps its shebang first
         assert first == "{{ ansible_managed | comment }}", f"{template}: first line must be ansible_managed"
     # Registered temporaries are __<role>_*, computed values _<role>_*.
     for tasks in (role / "tasks").glob("*.yml"):

@@ -65,7 +65,7 @@ class Detection(_message.Message):
     def __init__(self, class_id: _Optional[int] = ..., score: _Optional[float] = ..., x1: _Optional[float] = ..., y1: _Optional[float] = ..., x2: _Optional[float] = ..., y2: _Optional[float] = ...) -> None: ...
 
 class StageTiming(_message.Message):
-    __slots__ = ("scheduler_queue_us", "route_us", "network_to_board_us", "board_queue_us", "decode_us", "preprocess_us", "inference_us", "postprocess_us", "board_total_us", "scheduler_total_us", "npu_input_us")
+    __slots__ = ("scheduler_queue_us", "route_us", "network_to_board_us", "board_queue_us", "decode_us", "preprocess_us", "inference_us", "postprocess_us", "board_total_us", "scheduler_total_us", "npu_input_us", "network_to_client_us", "client_total_us")
     SCHEDULER_QUEUE_US_FIELD_NUMBER: _ClassVar[int]
     ROUTE_US_FIELD_NUMBER: _ClassVar[int]
     NETWORK_TO_BOARD_US_FIELD_NUMBER: _ClassVar[int]
@@ -77,6 +77,8 @@ class StageTiming(_message.Message):
     BOARD_TOTAL_US_FIELD_NUMBER: _ClassVar[int]
     SCHEDULER_TOTAL_US_FIELD_NUMBER: _ClassVar[int]
     NPU_INPUT_US_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_TO_CLIENT_US_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_TOTAL_US_FIELD_NUMBER: _ClassVar[int]
     scheduler_queue_us: int
     route_us: int
     network_to_board_us: int
@@ -88,7 +90,9 @@ class StageTiming(_message.Message):
     board_total_us: int
     scheduler_total_us: int
     npu_input_us: int
-    def __init__(self, scheduler_queue_us: _Optional[int] = ..., route_us: _Optional[int] = ..., network_to_board_us: _Optional[int] = ..., board_queue_us: _Optional[int] = ..., decode_us: _Optional[int] = ..., preprocess_us: _Optional[int] = ..., inference_us: _Optional[int] = ..., postprocess_us: _Optional[int] = ..., board_total_us: _Optional[int] = ..., scheduler_total_us: _Optional[int] = ..., npu_input_us: _Optional[int] = ...) -> None: ...
+    network_to_client_us: int
+    client_total_us: int
+    def __init__(self, scheduler_queue_us: _Optional[int] = ..., route_us: _Optional[int] = ..., network_to_board_us: _Optional[int] = ..., board_queue_us: _Optional[int] = ..., decode_us: _Optional[int] = ..., preprocess_us: _Optional[int] = ..., inference_us: _Optional[int] = ..., postprocess_us: _Optional[int] = ..., board_total_us: _Optional[int] = ..., scheduler_total_us: _Optional[int] = ..., npu_input_us: _Optional[int] = ..., network_to_client_us: _Optional[int] = ..., client_total_us: _Optional[int] = ...) -> None: ...
 
 class InferResponse(_message.Message):
     __slots__ = ("request_id", "detections", "node", "timing", "backend", "emulated", "attempts")
