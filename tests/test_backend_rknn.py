@@ -182,3 +182,14 @@ def test_runtime_version_falls_back_to_the_library(fake_rknnlite, model, monkeyp
     backend = RknnBackend(_config(model, cores=1))
     assert backend.runtime_version == "librknnrt 2.1.0 (x)"
     backend.close()
+
+
+def test_a_hung_core_gets_a_new_context_on_the_same_core(fake_rknnlite, model) -> None:
+    backend = RknnBackend(_config(model, cores=3))
+    fresh = backend.new_context(2)
+    assert fake_rknnlite.instances[-1].core_mask == 4 and fake_rknnlite.instances[-1].loaded == str(model)
+    assert fresh.run(np.zeros((640, 640, 3), dtype=np.uint8)).detections.shape[1] == 6
+    fake_rknnlite.init_ret = -1
+    with pytest.raises(BackendError, match="NPU core 1: a new context could not be made"):
+        backend.new_context(1)
+    assert fake_rknnlite.instances[-1].released == 1  # the failed one is released, not leaked

@@ -184,13 +184,15 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
     async def watch_hangs(self, interval_s: float = 0.5) -> None:
         """Replace contexts stuck past hang_timeout_s; NOT_SERVING while any slot stays hung."""
         serving = True
+        last_failure = ""
         while True:
             if self.config.hang_recovery and self.pool.hung(self.config.hang_timeout_s):
                 try:
                     replaced = self.pool.recover_hung(self.config.hang_timeout_s, self.backend.new_context)
                 except Exception as exc:  # the runtime may refuse a new context: stay out, retry
-                    log.error("cannot re-create the hung NPU context: %s", exc)
-                    replaced = 0
+                    if str(exc) != last_failure:  # once per reason, not every half second
+                        log.error("cannot re-create the hung NPU context (will retry): %s", exc)
+                    last_failure, replaced = str(exc), 0
                 self.metrics.context_recoveries.inc(replaced)
             hung = self.pool.hung(self.config.hang_timeout_s)
             self.metrics.hung_workers.set(hung)

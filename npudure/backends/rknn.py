@@ -134,6 +134,8 @@ class RknnBackend(ModelFileBackend):
                 "set npu_cores to 2 on an RK3576 or 3 on an RK3588"
             )
         self._sha256 = sha256_file(path)
+        # Kept to re-create a hung core's context (new_context).
+        self._lite_class, self._path, self._pp = RKNNLite, path, config.postprocess
         self._contexts: list[Context] = []
         try:
             for core, mask in enumerate(_core_masks(RKNNLite, config.npu_cores)):
@@ -186,6 +188,22 @@ class RknnBackend(ModelFileBackend):
         for ctx in self._contexts:
             with contextlib.suppress(Exception):  # release the others even if one fails
                 ctx.close()
+
+    def new_context(self, index: int) -> Context:
+        """A new RKNNLite context on NPU core ``index`` (the agent's hung-context recovery)."""
+        mask = _core_masks(self._lite_class, index + 1)[index]
+        lite = self._lite_class()
+        ctx = _RknnContext(lite, index, self._pp)
+        ret = self._call(lite.load_rknn, str(self._path))
+        if ret == 0:
+            ret = self._call(lite.init_runtime, core_mask=mask)
+        if ret != 0:
+            with contextlib.suppress(Exception):
+                ctx.close()
+            raise BackendError(
+                f"NPU core {index}: a new context could not be made ({ret}); {_init_hints(self._path)}"
+            )
+        return ctx
 
 
 __all__ = ["LIBRKNNRT", "RknnBackend", "read_librknnrt_version"]
