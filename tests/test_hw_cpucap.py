@@ -166,10 +166,13 @@ def _config(root: Path, **extra: object) -> AgentConfig:
 
 def test_set_cpu_cap_runs_the_ladder_on_a_real_board(tmp_path: Path) -> None:
     root = make_tree(tmp_path, "rk3588")
+    (root / "firmware/devicetree/base").mkdir(parents=True)
+    (root / "firmware/devicetree/base/compatible").write_bytes(b"radxa,rock-5b\0rockchip,rk3588\0")
     replies = asyncio.run(_ladder_over_grpc(_config(root), _RealBoard()))
     statuses = replies[: len(LADDER_MHZ) + 1]
     assert all(isinstance(s, pb.NodeStatus) for s in statuses), replies
     assert [s.cpu_cap_mhz for s in statuses] == [*LADDER_MHZ, 0]  # type: ignore[union-attr]
+    assert statuses[0].soc.startswith("RK3588 (3 NPU cores")  # type: ignore[union-attr]
     assert "policy0 (cpus 0-3) tops out at 1800 MHz" in statuses[0].cpu_cap_note  # type: ignore[union-attr]
     assert [s.cpu_cap_note for s in statuses[1:]] == [""] * len(LADDER_MHZ)  # type: ignore[union-attr]
     assert caps_khz(root) == expected_khz("rk3588", None)  # 0 lifted the cap
