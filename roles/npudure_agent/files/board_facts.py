@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """What a board runs, as one JSON object: the facts preflight and verify compare across the fleet.
 
-Standard library only, and Python 3.6+ syntax (f-strings at most), so it also runs (and reports the version) on a board
-whose Python is too old for the agent. Unknown or unreadable values are "-".
+Standard library only, and Python 3.6+ syntax (f-strings at most), so it also runs (and reports
+the version) on a board whose Python is too old for the agent. Unknown or unreadable values are "-".
 
     python3 board_facts.py [--sysfs-root /sys] [--venv /opt/npudure/venv]
 """
