@@ -13,6 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from npudure.bench.defaults import QUICK_LADDER_MHZ, REFERENCE_LADDER_MHZ
+from npudure.scheduler.policies import POLICIES
+
 EXIT_OK, EXIT_ERROR, EXIT_REFUSED, EXIT_INVALID_RUNS, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 FULL = {
@@ -21,7 +24,7 @@ FULL = {
     "repetitions": 3,
     "duration": 10.0,
     "warmup": 2.0,
-    "hetero_ladder": "2208,1608,1200,1008,816,600",
+    "hetero_ladder": ",".join(map(str, REFERENCE_LADDER_MHZ)),
     "hetero_policies": "round_robin,least_inflight,ect",
 }
 # --quick: a complete but small run (~1-2 min on emulated boards) for smoke tests and playbooks.
@@ -31,7 +34,7 @@ QUICK = {
     "repetitions": 2,
     "duration": 3.0,
     "warmup": 1.0,
-    "hetero_ladder": "1200,600",
+    "hetero_ladder": ",".join(map(str, QUICK_LADDER_MHZ)),
     "hetero_policies": "round_robin,least_inflight",
 }
 
@@ -62,6 +65,20 @@ def _floats(text: str) -> list[float]:
 
 def _names(text: str) -> list[str]:
     return [v.strip() for v in text.split(",") if v.strip()]
+
+
+def _policy(text: str) -> str:
+    """A scheduler policy name, checked against the scheduler's own registry."""
+    if text not in POLICIES:
+        raise argparse.ArgumentTypeError(f"unknown policy {text!r}; use one of: {', '.join(POLICIES)}")
+    return text
+
+
+def _policies(text: str) -> list[str]:
+    names = [_policy(n) for n in _names(text)]
+    if not names:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated policy names")
+    return names
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -108,11 +125,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     run.add_argument("--sweep-repetitions", type=int, help="repetitions of the sweep (default 2)")
     run.add_argument("--repetitions", type=int, help="repetitions per node count (default 3; quick 2)")
-    run.add_argument("--policy", help="scheduler policy for sweep and scaling (default: as configured)")
+    run.add_argument(
+        "--policy", type=_policy, help="scheduler policy for sweep and scaling (default: as configured)"
+    )
     run.add_argument(
         "--hetero-ladder", type=_ints, help="CPU caps in MHz for one board (default reference ladder)"
     )
-    run.add_argument("--hetero-policies", type=_names, help="policies compared on the dial")
+    run.add_argument("--hetero-policies", type=_policies, help="policies compared on the dial")
     run.add_argument("--hetero-board", help="board to cap (default: the first active board)")
     run.add_argument("--no-hetero", action="store_true", help="skip the heterogeneity dial")
     run.add_argument("--openloop-rates", type=_floats, help="also run open loop at these rates, inf/s")
@@ -122,7 +141,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sweep.add_argument("--sweep", type=_ints)
     sweep.add_argument("--repetitions", type=int)
     sweep.add_argument("--boards-max", type=int)
-    sweep.add_argument("--policy")
+    sweep.add_argument("--policy", type=_policy)
 
     scaling = sub.add_parser("scaling", help="1..N boards at a given per-board concurrency")
     _common(scaling)
@@ -131,7 +150,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     scaling.add_argument("--repetitions", type=int)
     scaling.add_argument("--boards-max", type=int)
-    scaling.add_argument("--policy")
+    scaling.add_argument("--policy", type=_policy)
 
     hetero = sub.add_parser("hetero", help="cap one board's CPU down a ladder, per policy")
     _common(hetero)
@@ -139,7 +158,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--concurrency", type=int, required=True, help="per-board concurrency (operating point)"
     )
     hetero.add_argument("--hetero-ladder", type=_ints)
-    hetero.add_argument("--hetero-policies", type=_names)
+    hetero.add_argument("--hetero-policies", type=_policies)
     hetero.add_argument("--hetero-board")
     hetero.add_argument("--repetitions", type=int, default=1)
 
@@ -163,7 +182,7 @@ def _default(args: argparse.Namespace, name: str) -> Any:
     if name == "sweep" or name == "hetero_ladder":
         return _ints(raw)
     if name == "hetero_policies":
-        return _names(raw)
+        return _policies(raw)
     return raw
 
 
@@ -188,12 +207,12 @@ def run(args: argparse.Namespace) -> int:
     if args.bench_command == "recompute":
         return _recompute(args.result_dir)
     from npudure.bench.cluster import BenchError
+    from npudure.bench.experiments.sweep import operating_concurrency
     from npudure.bench.frames import FrameSourceError, make_frame_set
     from npudure.bench.lease import LeaseRefused
-    from npudure.bench.report import summary_text
     from npudure.bench.results import ResultDirExists
     from npudure.bench.session import BenchSession, BenchSettings
-    from npudure.bench.sweep import operating_concurrency
+    from npudure.bench.terminal import summary_text
 
     _tune_malloc()
     settings = BenchSettings(

@@ -22,19 +22,22 @@ import logging
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from npudure import __version__
-from npudure.bench import analysis, cpu, report, telemetry_log
+from npudure.bench import analysis, cpu, experiments, report, telemetry_log
 from npudure.bench.cluster import ClusterAdmin, ClusterGuard, active_boards, state_name
 from npudure.bench.frames import FrameSet, make_frame_set
 from npudure.bench.lease import DEFAULT_TTL_S, LeaseKeeper, default_holder
 from npudure.bench.load import LoadResult, Target, closed_loop, open_loop
 from npudure.bench.progress import Progress
 from npudure.bench.results import ResultDir, ResultDirExists, read_json, write_csv, write_json
+from npudure.bench.runs import RunData, load_run
+from npudure.bench.spec import RunSpec
+from npudure.bench.terminal import run_line
 from npudure.proto import inference_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -57,25 +60,6 @@ class BenchSettings:
     board_up_wait_s: float = 15.0
     lease_ttl_s: float = DEFAULT_TTL_S
     open_loop_max_outstanding: int = 256
-
-
-@dataclass
-class RunSpec:
-    run_id: str
-    series: str
-    experiment: str  # sweep | scaling | hetero | openloop
-    sequence: int
-    repetition: int
-    boards: tuple[str, ...]
-    mode: str = "closed"  # closed | open
-    concurrency: int | None = None  # total requests outstanding (closed loop)
-    per_board_concurrency: int | None = None
-    rate: float | None = None  # open loop, requests per second
-    arrival: str | None = None  # constant | poisson
-    seed: int = 0
-    policy: str | None = None  # set before the run (None = leave as is)
-    caps: dict[str, int] = field(default_factory=dict)  # board -> MHz (0 = no cap), set before the run
-    cap_board: str | None = None
 
 
 def _parse_target_port(target: str) -> tuple[str, int | None]:
@@ -113,7 +97,7 @@ class BenchSession:
         self._scheduler_pids_arg = scheduler_pids
         self.scheduler_pids: list[int] = []
         self.scheduler_pid_reason = ""
-        self.runs: list[analysis.RunData] = []
+        self.runs: list[RunData] = []
         self.summary: dict[str, Any] | None = None
         self.restore_problems: list[str] = []
         self.interrupted: str | None = None
@@ -263,19 +247,30 @@ class BenchSession:
         self._sequence += 1
         return self._sequence
 
+    def run(self, kind: str, **params: Any) -> dict[str, Any]:
+        """Plan an experiment of ``kind`` (npudure.bench.experiments), execute its runs, aggregate them."""
+        experiment = experiments.get(kind)
+        series = self.series_name(kind)
+        plan = experiment.plan(experiments.PlanContext(tuple(self.boards), series), **params)
+        self.progress.experiment(plan.description, len(plan.specs))
+        for spec in plan.specs:
+            self.execute(replace(spec, sequence=self.next_sequence()))
+        agg = self.aggregate(series)
+        for warning in agg["warnings"]:
+            self.progress.note(f"warning: {warning}")
+        return agg
+
     def sweep(
         self, per_board_concurrencies: list[int], repetitions: int = 1, boards: list[str] | None = None
     ) -> dict[str, Any]:
-        from npudure.bench.sweep import run_sweep
-
-        return run_sweep(self, per_board_concurrencies, repetitions, boards)
+        return self.run("sweep", per_board=per_board_concurrencies, repetitions=repetitions, boards=boards)
 
     def scaling(
         self, per_board_concurrency: int, repetitions: int = 3, boards_max: int | None = None
     ) -> dict[str, Any]:
-        from npudure.bench.scaling import run_scaling
-
-        return run_scaling(self, per_board_concurrency, repetitions, boards_max)
+        return self.run(
+            "scaling", per_board=per_board_concurrency, repetitions=repetitions, boards_max=boards_max
+        )
 
     def hetero(
         self,
@@ -285,9 +280,14 @@ class BenchSession:
         board: str | None = None,
         repetitions: int = 1,
     ) -> dict[str, Any]:
-        from npudure.bench.hetero import run_hetero
-
-        return run_hetero(self, per_board_concurrency, ladder, policies, board, repetitions)
+        return self.run(
+            "hetero",
+            per_board=per_board_concurrency,
+            ladder=ladder,
+            policies=policies,
+            board=board,
+            repetitions=repetitions,
+        )
 
     def openloop(
         self,
@@ -297,19 +297,18 @@ class BenchSession:
         repetitions: int = 1,
         boards: list[str] | None = None,
     ) -> dict[str, Any]:
-        from npudure.bench.openloop import run_openloop
-
-        return run_openloop(self, rates, arrival, seed, repetitions, boards)
+        return self.run(
+            "openloop", rates=rates, arrival=arrival, seed=seed, repetitions=repetitions, boards=boards
+        )
 
     def aggregate(self, series: str) -> dict[str, Any]:
-        runs = [r for r in self.runs if r.spec["series"] == series]
-        return analysis.AGGREGATORS[runs[0].spec["experiment"]](runs)
+        return analysis.aggregate([r for r in self.runs if r.spec["series"] == series])
 
     # ------------------------------------------------------------------ one run
     def expected_run_s(self) -> float:
         return self.settings.warmup_s + self.settings.duration_s
 
-    def execute(self, spec: RunSpec) -> analysis.RunData:
+    def execute(self, spec: RunSpec) -> RunData:
         assert self.admin and self.guard and self.result and self.frames and self._loop and self._target
         self._configure(spec)
         before = self._snapshot(spec.boards)
@@ -330,9 +329,9 @@ class BenchSession:
         result.samples.save(folder / "samples.npz")
         write_csv(folder / "telemetry.csv", rows, telemetry_log.columns(rows))
         write_json(folder / "run.json", meta)
-        run = analysis.load_run(self.result, spec.run_id)
+        run = load_run(self.result, spec.run_id)
         self.runs.append(run)
-        self.progress.run_done(report.run_line(run.summary))
+        self.progress.run_done(run_line(run.summary))
         if self.settings.settle_s > 0:
             time.sleep(self.settings.settle_s)
         return run
