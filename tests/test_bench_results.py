@@ -57,6 +57,8 @@ DIMENSIONLESS = {
     "cluster_served_total",
     "node_served_total",
     "connections_per_board",
+    "via",
+    "noted",
 }
 UNIT_SUFFIXES = ("_ms", "_s", "_inf_per_s", "_pct", "_pct_of_core", "_c", "_mhz", "_x", "_bytes")
 

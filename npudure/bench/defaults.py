@@ -7,3 +7,5 @@ REFERENCE_LADDER_MHZ = (2208, 1608, 1200, 1008, 816, 600)
 QUICK_LADDER_MHZ = (1200, 600)
 # The clock the reference capped one board to for its heterogeneous-shelf runs (2.26× slower on sim).
 CAPACITY_CAP_MHZ = 816
+# The policies the capacity experiment compares (names from npudure.scheduler.policies.POLICIES).
+CAPACITY_POLICIES = ("round_robin", "least_inflight", "p2c", "ect")

@@ -154,6 +154,7 @@ def summarize_run(run: RunData) -> dict[str, Any]:
         "sequence": spec["sequence"],
         "repetition": spec["repetition"],
         "mode": spec["mode"],
+        "via": spec.get("via", "scheduler"),
         "boards_asked": list(spec["boards"]),
         "n_boards": len(spec["boards"]),
         "per_board_concurrency": spec.get("per_board_concurrency"),
@@ -189,6 +190,8 @@ def summarize_run(run: RunData) -> dict[str, Any]:
         "valid": not reasons,
         "invalid_reasons": reasons,
         "warnings": warnings,
+        # Planned events (expect_reboot) that happened: the run stays valid, and says so.
+        "noted": [w for w in warnings if w.startswith("expected_reboot:")],
     }
 
 
@@ -214,8 +217,10 @@ def run_row(summary: dict[str, Any]) -> dict[str, Any]:
         "sequence": summary["sequence"],
         "repetition": summary["repetition"],
         "mode": summary["mode"],
+        "via": summary.get("via", "scheduler"),
         "valid": summary["valid"],
         "invalid_reasons": " | ".join(summary["invalid_reasons"]),
+        "noted": " | ".join(summary.get("noted", [])),
         "boards_asked": " ".join(summary["boards_asked"]),
         "n_boards": summary["n_boards"],
         "per_board_concurrency": summary["per_board_concurrency"],

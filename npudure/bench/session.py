@@ -29,14 +29,14 @@ from typing import Any
 
 from npudure import __version__
 from npudure.bench import analysis, cpu, experiments, report, telemetry_log
-from npudure.bench.cluster import ClusterAdmin, ClusterGuard, active_boards, state_name
+from npudure.bench.cluster import BenchError, ClusterAdmin, ClusterGuard, active_boards, state_name
 from npudure.bench.frames import FrameSet, make_frame_set
 from npudure.bench.lease import DEFAULT_TTL_S, LeaseKeeper, default_holder
-from npudure.bench.load import LoadResult, Target, closed_loop, open_loop
+from npudure.bench.load import LoadResult, Target, closed_loop, open_loop, route_from_addresses
 from npudure.bench.progress import Progress
 from npudure.bench.results import ResultDir, ResultDirExists, read_json, write_csv, write_json
 from npudure.bench.runs import RunData, load_run
-from npudure.bench.spec import RunSpec
+from npudure.bench.spec import VIAS, RunSpec
 from npudure.bench.terminal import run_line
 from npudure.proto import inference_pb2 as pb
 
@@ -84,8 +84,11 @@ class BenchSession:
         progress: str = "auto",
         command: list[str] | None = None,
         results_base: Path | None = None,
+        expect_reboot: tuple[str, ...] = (),
     ) -> None:
         self.target = target
+        # Boards the caller will reboot (or take away) during the runs (a fault suite): noted, not invalid.
+        self.expect_reboot = tuple(expect_reboot)
         self.out = Path(out) if out else None
         self.settings = settings or BenchSettings()
         self.frames = frames
@@ -247,14 +250,25 @@ class BenchSession:
         self._sequence += 1
         return self._sequence
 
-    def run(self, kind: str, **params: Any) -> dict[str, Any]:
-        """Plan an experiment of ``kind`` (npudure.bench.experiments), execute its runs, aggregate them."""
+    def run(self, kind: str, via: str = "scheduler", **params: Any) -> dict[str, Any]:
+        """Plan an experiment of ``kind`` (npudure.bench.experiments), execute its runs, aggregate them.
+        ``via``: the load through the scheduler, or proxyless (series named ``<kind>-proxyless``)."""
+        if via not in ("scheduler", "proxyless"):
+            raise ValueError(f"--mode {via!r} is not known; use scheduler, proxyless or both")
         experiment = experiments.get(kind)
-        series = self.series_name(kind)
-        plan = experiment.plan(experiments.PlanContext(tuple(self.boards), series), **params)
+        series = self.series_name(kind if via == "scheduler" else f"{kind}-{via}")
+        plan = experiment.plan(experiments.PlanContext(tuple(self.boards), series, via), **params)
         self.progress.experiment(plan.description, len(plan.specs))
-        for spec in plan.specs:
-            self.execute(replace(spec, sequence=self.next_sequence()))
+        assert self.admin and self.guard
+        policy = self.admin.status().policy
+        try:
+            for spec in plan.specs:
+                self.execute(replace(spec, sequence=self.next_sequence()))
+        finally:
+            # The next experiment starts from the same cluster: no cap or policy left over from this one.
+            self.guard.reset_caps()
+            if self.admin.status().policy != policy:
+                self.guard.set_policy(policy)
         agg = self.aggregate(series)
         for warning in agg["warnings"]:
             self.progress.note(f"warning: {warning}")
@@ -310,7 +324,18 @@ class BenchSession:
 
     def execute(self, spec: RunSpec) -> RunData:
         assert self.admin and self.guard and self.result and self.frames and self._loop and self._target
+        if self.expect_reboot:
+            spec = replace(spec, expect_reboot=tuple(sorted({*spec.expect_reboot, *self.expect_reboot})))
         self._configure(spec)
+        target, load_target = self._loop.run_until_complete(self._open_target(spec))
+        try:
+            return self._execute(spec, target, load_target)
+        finally:
+            if target is not self._target:
+                self._loop.run_until_complete(target.close())
+
+    def _execute(self, spec: RunSpec, target: Target, load_target: dict[str, Any]) -> RunData:
+        assert self.admin and self.result and self._loop
         before = self._snapshot(spec.boards)
         sched_before = {pid: cpu.process_cpu_s(pid) for pid in self.scheduler_pids}
         host_before = cpu.host_cpu_busy_s()
@@ -320,11 +345,12 @@ class BenchSession:
             self.admin, spec.run_id, t0, self.settings.telemetry_interval_s, self.settings.direct_telemetry
         ).start()
         try:
-            result = self._loop.run_until_complete(self._load(spec, t0))
+            result = self._loop.run_until_complete(self._load(spec, t0, target))
         finally:
             rows = sampler.stop()
         after = self._snapshot(spec.boards)
         meta = self._meta(spec, t0, result, before, after, sched_before, host_before, sampler)
+        meta["load_target"] = load_target
         folder = self.result.run_dir(spec.run_id)
         result.samples.save(folder / "samples.npz")
         write_csv(folder / "telemetry.csv", rows, telemetry_log.columns(rows))
@@ -336,13 +362,38 @@ class BenchSession:
             time.sleep(self.settings.settle_s)
         return run
 
-    async def _load(self, spec: RunSpec, t0: float) -> LoadResult:
-        assert self._target is not None and self.frames is not None
+    async def _open_target(self, spec: RunSpec) -> tuple[Target, dict[str, Any]]:
+        """Where this run's requests go: the scheduler (kept open), one agent, or the boards themselves
+        balanced by gRPC over the scheduler's route (proxyless); opened per run since the route follows
+        the active set."""
+        assert self._target is not None and self.admin is not None
+        if spec.via == "scheduler":
+            return self._target, {"via": "scheduler", "target": self.target}
+        addresses = {b.name: b.address for b in self.admin.status().boards}
+        missing = [b for b in spec.boards if b not in addresses]
+        if missing:
+            raise BenchError(f"the scheduler does not know board(s) {', '.join(missing)}")
+        if spec.via == "agent":
+            if len(spec.boards) != 1:
+                raise ValueError("a run straight at an agent loads exactly one board")
+            target = Target(addresses[spec.boards[0]], self.settings.harness_connections)
+            info: dict[str, Any] = {"via": "agent", "target": target.address}
+        elif spec.via == "proxyless":
+            address, config = route_from_addresses([addresses[b] for b in spec.boards])
+            target = Target(address, self.settings.harness_connections, service_config=config)
+            info = {"via": "proxyless", "target": address, "service_config": config}
+        else:
+            raise ValueError(f"unknown load path {spec.via!r}; use one of: {', '.join(VIAS)}")
+        await target.open()
+        return target, info
+
+    async def _load(self, spec: RunSpec, t0: float, target: Target) -> LoadResult:
+        assert self.frames is not None
         s = self.settings
         if spec.mode == "open":
             assert spec.rate is not None
             return await open_loop(
-                self._target,
+                target,
                 self.frames.requests,
                 spec.rate,
                 s.warmup_s,
@@ -358,7 +409,7 @@ class BenchSession:
             )
         assert spec.concurrency is not None
         return await closed_loop(
-            self._target,
+            target,
             self.frames.requests,
             spec.concurrency,
             s.warmup_s,

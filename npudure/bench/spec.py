@@ -25,3 +25,11 @@ class RunSpec:
     policy: str | None = None  # set before the run (None = leave as is)
     caps: dict[str, int] = field(default_factory=dict)  # board -> MHz (0 = no cap), set before the run
     cap_board: str | None = None
+    # How the load reaches the boards: "scheduler" (central), "proxyless" (the client balances over
+    # the scheduler's route, frames go straight to the boards) or "agent" (one board, no scheduler).
+    via: str = "scheduler"
+    # Boards whose reboot or absence during this run is planned (a fault suite's): noted, not invalid.
+    expect_reboot: tuple[str, ...] = ()
+
+
+VIAS = ("scheduler", "proxyless", "agent")

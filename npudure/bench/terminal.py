@@ -19,6 +19,10 @@ def run_line(s: dict[str, Any]) -> str:
     )
     cap = f" cap {s['cap_board']}={s['cap_mhz'] or 'none'}" if s.get("cap_board") else ""
     status = "valid" if s["valid"] else "INVALID: " + "; ".join(r.split(":")[0] for r in s["invalid_reasons"])
+    if s["valid"] and s.get("noted"):
+        status += " (expected_reboot, noted)"
+    via = s.get("via", "scheduler")
+    load += "" if via == "scheduler" else f" {via}"
     return (
         f"{s['run_id']:<34} {s['n_boards']} boards {load:<7}{cap} {f(s['throughput_inf_per_s'])} inf/s  "
         f"p50 {f(lat['p50'])} p99 {f(lat['p99'])} ms  n={s['samples_ok']}  {status}"

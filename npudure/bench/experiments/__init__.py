@@ -5,12 +5,16 @@ one line below."""
 from __future__ import annotations
 
 from npudure.bench.experiments.base import Experiment, Plan, PlanContext
+from npudure.bench.experiments.capacity import Capacity
 from npudure.bench.experiments.hetero import Hetero
+from npudure.bench.experiments.local import Local
 from npudure.bench.experiments.openloop import OpenLoop
 from npudure.bench.experiments.scaling import Scaling
 from npudure.bench.experiments.sweep import Sweep
 
-REGISTRY: dict[str, Experiment] = {e.kind: e for e in (Sweep(), Scaling(), Hetero(), OpenLoop())}
+REGISTRY: dict[str, Experiment] = {
+    e.kind: e for e in (Sweep(), Scaling(), Hetero(), OpenLoop(), Capacity(), Local())
+}
 
 __all__ = ["REGISTRY", "Experiment", "Plan", "PlanContext", "get", "kinds"]
 

@@ -25,6 +25,7 @@ class PlanContext:
 
     boards: tuple[str, ...]
     series: str
+    via: str = "scheduler"  # how the load reaches the boards (RunSpec.via)
 
 
 @dataclass
@@ -67,7 +68,7 @@ class Experiment(ABC):
             sequence=0,
             repetition=repetition,
             boards=tuple(boards),
-            **fields,
+            **{"via": ctx.via, **fields},
         )
 
     def plots(self, plt: Any, folder: Path, name: str, agg: dict[str, Any], runs: Sequence[RunData]) -> None:

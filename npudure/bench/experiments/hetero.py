@@ -23,6 +23,9 @@ from npudure.bench.groups import aggregate_group, board_cols, group_by, group_co
 from npudure.bench.plotting import legend, save
 from npudure.bench.runs import RunData
 
+# The label of runs whose spec sets no scheduler policy (proxyless: the client balances).
+CLIENT = "client-side"
+
 
 def cap_board(boards: Sequence[str], board: str | None, what: str = "the heterogeneity dial") -> str:
     """The board to cap: ``board`` if given and active, else the first active board."""
@@ -42,21 +45,24 @@ class Hetero(Experiment):
         ctx: PlanContext,
         per_board: int = 1,
         ladder: Sequence[int] = QUICK_LADDER_MHZ,
-        policies: Sequence[str] = (),
+        policies: Sequence[str | None] = (),
         board: str | None = None,
         repetitions: int = 1,
     ) -> Plan:
         boards = ctx.boards
         victim = cap_board(boards, board)
         rungs = [0, *[int(m) for m in ladder if int(m) > 0]]  # 0 = no cap: the baseline
-        plan = Plan(f"{ctx.series} (cap {victim}: {rungs[1:]} MHz; policies {list(policies)})")
+        if not policies:
+            raise ValueError("the heterogeneity dial needs at least one policy, e.g. round_robin,ect")
+        names = [p or CLIENT for p in policies]
+        plan = Plan(f"{ctx.series} (cap {victim}: {rungs[1:]} MHz; policies {names})")
         for rep in range(repetitions):
             for policy in stats.alternating_order(list(policies), rep):
                 for mhz in stats.alternating_order(rungs, rep):
                     plan.specs.append(
                         self.spec(
                             ctx,
-                            f"{ctx.series}-{policy}-cap{mhz}-r{rep}",
+                            f"{ctx.series}-{policy or 'client'}-cap{mhz}-r{rep}",
                             rep,
                             boards,
                             concurrency=per_board * len(boards),
@@ -70,7 +76,7 @@ class Hetero(Experiment):
 
     def aggregate(self, runs: Sequence[RunData]) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for policy, by_policy in group_by(runs, lambda r: r.spec.get("policy") or "").items():
+        for policy, by_policy in group_by(runs, lambda r: r.spec.get("policy") or CLIENT).items():
             rungs = {}
             groups = group_by(by_policy, lambda r: (r.spec.get("caps") or {}).get(r.spec["cap_board"], 0))
             # Ladder order: the uncapped baseline first, then from the highest clock down.
