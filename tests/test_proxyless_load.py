@@ -32,6 +32,9 @@ def cluster() -> Iterator[LocalCluster]:
         boards=3,
         time_scale=TIME_SCALE,
         npu_cores=2,
+        # As the fault suite deploys it: a hang is seen (health NOT_SERVING) before a stuck attempt's
+        # per-attempt deadline (board_timeout_s, 2 s) runs out, so its retry goes to another board.
+        agent_overrides={"hang_timeout_s": 1.0},
         per_board_overrides={"board3": {"sim": {"time_scale": TIME_SCALE * SLOWDOWN, "seed": 3}}},
         scheduler_overrides={"health_interval_s": 0.2, "status_interval_s": 0.5},
     ) as c:
@@ -147,3 +150,24 @@ def test_a_scheduler_restart_costs_proxyless_clients_nothing(cluster: LocalClust
     assert not run.failures, run.failures
     assert sum(run.nodes.values()) > 0
     assert run.route_changes == 0  # the same boards before and after: nothing to rebuild
+
+
+def test_a_hung_npu_costs_nothing(cluster: LocalCluster) -> None:
+    """Calls stuck on the hung board are abandoned after the per-attempt deadline and retried elsewhere;
+    its health then keeps new calls away until the hang clears."""
+    address = cluster.agents["board2"].address
+
+    def inject(fault: int) -> Callable[[], None]:
+        def act() -> None:
+            with grpc.insecure_channel(address) as channel:
+                rpc.NodeStub(channel).InjectFault(pb.InjectFaultRequest(fault=fault), timeout=5)
+
+        return act
+
+    try:
+        run = run_load(cluster, duration_s=6.0, actions=((1.0, inject(pb.FAULT_HANG)),))
+    finally:
+        inject(pb.FAULT_NONE)()
+    assert not run.failures, run.failures
+    late = Counter(node for t, node in run.sent if t >= 4.0)
+    assert late["board2"] == 0 and late["board1"] > 0, late

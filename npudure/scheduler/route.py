@@ -50,13 +50,15 @@ def service_config(config: SchedulerConfig) -> dict:
                 "maxRequestMessageBytes": config.max_message_bytes,
                 "maxResponseMessageBytes": config.max_message_bytes,
                 "retryPolicy": {
-                    "maxAttempts": 3,
+                    "maxAttempts": 5,  # C-core caps it at 5
                     "initialBackoff": "0.01s",
                     "maxBackoff": "0.2s",
                     "backoffMultiplier": 2,
-                    "retryableStatusCodes": ["UNAVAILABLE"],
-                    # A hung board's call is abandoned after this and retried on another board
-                    # (honoured by C-core when the channel sets grpc.experimental.enable_hedging).
+                    # UNAVAILABLE: the board went away. CANCELLED: what C-core gives an attempt that
+                    # outlived perAttemptRecvTimeout (a hung board), or a board shutting down mid-call.
+                    # Inference is idempotent, so trying another board is safe.
+                    "retryableStatusCodes": ["UNAVAILABLE", "CANCELLED"],
+                    # Honoured by C-core only when the channel sets grpc.experimental.enable_hedging.
                     "perAttemptRecvTimeout": _duration(config.board_timeout_s),
                 },
             }
