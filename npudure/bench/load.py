@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -36,26 +35,29 @@ MAX_ERROR_MESSAGES = 5
 
 
 class Target:
-    """``connections`` gRPC channels (separate TCP connections) to one scheduler or agent — or, with a
-    ``service_config``, to every board of a route (``ipv4:A:P,B:P``), balanced by gRPC itself."""
+    """``connections`` gRPC channels (separate TCP connections) to one scheduler or agent — or, given
+    the channel ``options`` of a proxyless route (npudure.client_proxyless.channel_options), to every
+    board of the route's target, balanced by gRPC itself."""
 
     def __init__(
         self,
         address: str,
         connections: int = 2,
         max_message_bytes: int = 16 * 1024 * 1024,
-        service_config: str | None = None,
+        options: Sequence[tuple[str, object]] | None = None,
     ) -> None:
         self.address = address
         self.connections = max(1, connections)
-        self._options: list[tuple[str, object]] = [
-            ("grpc.max_send_message_length", max_message_bytes),
-            ("grpc.max_receive_message_length", max_message_bytes),
-            # Without a local subchannel pool, channels with identical options share one connection.
-            ("grpc.use_local_subchannel_pool", 1),
-        ]
-        if service_config is not None:
-            self._options += [("grpc.service_config", service_config), ("grpc.enable_retries", 1)]
+        self._options = (
+            list(options)
+            if options is not None
+            else [
+                ("grpc.max_send_message_length", max_message_bytes),
+                ("grpc.max_receive_message_length", max_message_bytes),
+                # Without a local subchannel pool, channels with identical options share one connection.
+                ("grpc.use_local_subchannel_pool", 1),
+            ]
+        )
         self._channels: list[grpc.aio.Channel] = []
         self._calls: list[grpc.aio.UnaryUnaryMultiCallable] = []
         self._rr = itertools.count()
@@ -85,48 +87,6 @@ class Target:
     def infer(self, payload: bytes, timeout_s: float) -> grpc.aio.UnaryUnaryCall:
         call = self._calls[next(self._rr) % len(self._calls)]
         return call(payload, timeout=timeout_s)
-
-
-# --- proxyless route: the stand-in until the scheduler's Cluster.GetRoute (issue #8) is merged --------
-def route_from_addresses(addresses: Sequence[str], lb_policy: str = "round_robin") -> tuple[str, str]:
-    """(gRPC target string, service-config JSON) for client-side balancing over ``addresses``.
-
-    ADAPTER: the proxyless branch's ``GetRoute`` returns a ready-made target and service config
-    (weighted_round_robin fed by ORCA, health checking, retries); until it is merged the harness builds
-    this plain one from the scheduler's active, UP boards. Wire ``GetRoute`` in here, nowhere else."""
-    if not addresses:
-        raise ValueError("no serving board to route to")
-    if len(addresses) == 1:
-        target = addresses[0]
-    elif all(_is_ipv4(a) for a in addresses):
-        target = "ipv4:" + ",".join(addresses)
-    else:
-        raise ValueError(
-            f"proxyless mode needs the boards' IPv4 addresses (host:port), got {', '.join(addresses)}"
-        )
-    config = {
-        "loadBalancingConfig": [{lb_policy: {}}],
-        "healthCheckConfig": {"serviceName": ""},
-        "methodConfig": [
-            {
-                "name": [{"service": "npudure.v1.Inference"}],
-                "retryPolicy": {
-                    "maxAttempts": 3,
-                    "initialBackoff": "0.01s",
-                    "maxBackoff": "0.1s",
-                    "backoffMultiplier": 2,
-                    "retryableStatusCodes": ["UNAVAILABLE"],
-                },
-            }
-        ],
-    }
-    return target, json.dumps(config)
-
-
-def _is_ipv4(address: str) -> bool:
-    host, _, port = address.rpartition(":")
-    parts = host.split(".")
-    return port.isdigit() and len(parts) == 4 and all(p.isdigit() and int(p) < 256 for p in parts)
 
 
 @dataclass

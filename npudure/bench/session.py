@@ -32,12 +32,13 @@ from npudure.bench import analysis, cpu, experiments, report, telemetry_log
 from npudure.bench.cluster import BenchError, ClusterAdmin, ClusterGuard, active_boards, state_name
 from npudure.bench.frames import FrameSet, make_frame_set
 from npudure.bench.lease import DEFAULT_TTL_S, LeaseKeeper, default_holder
-from npudure.bench.load import LoadResult, Target, closed_loop, open_loop, route_from_addresses
+from npudure.bench.load import LoadResult, Target, closed_loop, open_loop
 from npudure.bench.progress import Progress
 from npudure.bench.results import ResultDir, ResultDirExists, read_json, write_csv, write_json
 from npudure.bench.runs import RunData, load_run
 from npudure.bench.spec import VIAS, RunSpec
 from npudure.bench.terminal import run_line
+from npudure.client_proxyless import RouteError, RouteInfo, channel_options, fetch_route
 from npudure.proto import inference_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -379,13 +380,38 @@ class BenchSession:
             target = Target(addresses[spec.boards[0]], self.settings.harness_connections)
             info: dict[str, Any] = {"via": "agent", "target": target.address}
         elif spec.via == "proxyless":
-            address, config = route_from_addresses([addresses[b] for b in spec.boards])
-            target = Target(address, self.settings.harness_connections, service_config=config)
-            info = {"via": "proxyless", "target": address, "service_config": config}
+            route = self._route(spec.boards)
+            target = Target(route.target, self.settings.harness_connections, options=channel_options(route))
+            info = {
+                "via": "proxyless",
+                "target": route.target,
+                "route_version": route.version,
+                "route_boards": [list(b) for b in route.boards],
+                "service_config": route.service_config_json,
+            }
         else:
             raise ValueError(f"unknown load path {spec.via!r}; use one of: {', '.join(VIAS)}")
         await target.open()
         return target, info
+
+    def _route(self, boards: tuple[str, ...]) -> RouteInfo:
+        """The scheduler's route (GetRoute), once it lists exactly the boards this run asks for: the
+        active set just changed, and a board enters the rotation when its agent reports SERVING."""
+        deadline = time.monotonic() + self.settings.board_up_wait_s
+        while True:
+            try:
+                route = fetch_route(self.target)
+            except RouteError as exc:
+                raise BenchError(str(exc)) from None
+            listed = sorted(name for name, _ in route.boards)
+            if listed == sorted(boards) or time.monotonic() >= deadline:
+                if listed != sorted(boards):
+                    self.progress.note(
+                        f"warning: the scheduler's route lists {', '.join(listed) or 'no board'}, not "
+                        f"{', '.join(boards)}; running anyway (the run will be marked invalid)"
+                    )
+                return route
+            time.sleep(0.2)
 
     async def _load(self, spec: RunSpec, t0: float, target: Target) -> LoadResult:
         assert self.frames is not None
