@@ -414,7 +414,7 @@ def _recompute(folder: Path) -> int:
 
     try:
         fresh, diffs = recompute(folder)
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, ValueError) as exc:  # not a result folder, or a kind this version lacks
         print(f"npudure bench recompute: {exc}", file=sys.stderr)
         return EXIT_REFUSED
     if diffs:
