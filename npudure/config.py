@@ -95,8 +95,9 @@ class AgentConfig(_Strict):
     queue_limit: int = Field(64, ge=1, le=100000)
     # A worker busy longer than this is hung: health turns NOT_SERVING until it returns.
     hang_timeout_s: float = Field(10.0, gt=0, le=3600)
-    # Replace a context hung past hang_timeout_s with a new one (false: stay NOT_SERVING until it returns).
-    hang_recovery: bool = True
+    # Seconds a context stays hung (NOT_SERVING) past hang_timeout_s before a new context replaces it
+    # and the board serves again; null = never (NOT_SERVING until the hung call returns).
+    hang_recovery_s: float | None = Field(30.0, gt=0, le=3600)
     max_message_bytes: int = Field(4 * 1024 * 1024, ge=1024, le=64 * 1024 * 1024)
     tls: TlsConfig | None = None
     # The scheduler's certificate CN is an admin of the agents (it forwards SetNodeCpuCap).
@@ -205,7 +206,3 @@ def load(model: type[Model], path: str | Path) -> Model:
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     return parse(model, data, str(path))
-
-
-def dump(config: BaseModel) -> str:
-    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)

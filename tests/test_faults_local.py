@@ -32,7 +32,7 @@ def test_npu_hang_costs_no_request_and_the_board_comes_back() -> None:
     with LocalCluster(
         boards=3,
         time_scale=TIME_SCALE,
-        agent_overrides={"hang_timeout_s": 1.0, "hang_recovery": False},
+        agent_overrides={"hang_timeout_s": 1.0},
         scheduler_overrides={"board_timeout_s": 1.5},
     ) as cluster:
         hung = cluster.agents["board2"].address

@@ -147,6 +147,11 @@ def _status(address: str) -> pb.NodeStatus:
         return rpc.NodeStub(channel).GetStatus(pb.NodeStatusRequest(), timeout=5)
 
 
+def _health(address: str) -> int:
+    with grpc.insecure_channel(address) as channel:
+        return health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5).status
+
+
 def _infer(address: str, timeout_s: float) -> pb.InferResponse:
     with grpc.insecure_channel(address) as channel:
         request = pb.InferRequest(request_id="r", encoding=pb.ENCODING_RAW_RGB, frame=FRAME.tobytes())
@@ -166,6 +171,7 @@ def test_agent_recovers_from_an_npu_hang_by_itself(tmp_path: Path) -> None:
                 "backend": "sim",
                 "npu_cores": 2,
                 "hang_timeout_s": 1.0,
+                "hang_recovery_s": 1.5,
                 "affinity": {"sysfs_root": str(tmp_path / "no-sysfs")},
             }
         )
@@ -182,7 +188,12 @@ def test_agent_recovers_from_an_npu_hang_by_itself(tmp_path: Path) -> None:
         with grpc.insecure_channel(address) as channel:
             rpc.NodeStub(channel).InjectFault(pb.InjectFaultRequest(fault=pb.FAULT_HANG), timeout=5)
         stuck = [pool.submit(_infer, address, 60) for _ in range(2)]  # both NPU contexts hang
+        # First the hang shows (the scheduler takes the board out), then the board recovers alone.
         deadline = time.monotonic() + 20
+        while _health(address) != health_pb2.HealthCheckResponse.NOT_SERVING:
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        assert _status(address).hung_workers == 2
         while _status(address).context_recoveries < 2:
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(0.2)
@@ -190,9 +201,7 @@ def test_agent_recovers_from_an_npu_hang_by_itself(tmp_path: Path) -> None:
         assert all(not f.done() for f in stuck)
         reply = _infer(address, 10)
         assert reply.node == "hangs" and reply.timing.npu_input_us > 0
-        with grpc.insecure_channel(address) as channel:
-            health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5)
-        assert health.status == health_pb2.HealthCheckResponse.SERVING
+        assert _health(address) == health_pb2.HealthCheckResponse.SERVING
         status = _status(address)
         assert (status.hung_workers, status.context_recoveries) == (0, 2)
         body = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()

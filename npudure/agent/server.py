@@ -14,6 +14,7 @@ from grpc_reflection.v1alpha import reflection
 from npudure import __version__, frames, security, soc, telemetry
 from npudure.affinity import cores
 from npudure.agent import cpucap
+from npudure.agent.load_report import ORCA_TRAILER, LoadMeter, ServingState
 from npudure.agent.metrics import AgentMetrics
 from npudure.agent.pool import PoolFull, WorkerPool
 from npudure.backends import Backend, BackendError, create_backend
@@ -67,6 +68,8 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
         self.started = time.monotonic()
         self.served = 0
         self.errors = 0
+        self.load = LoadMeter(self.pool.size)
+        self.serving = ServingState()
 
     # ------------------------------------------------------------------ data path
     async def Infer(self, request: pb.InferRequest, context: grpc.aio.ServicerContext) -> pb.InferResponse:
@@ -109,6 +112,9 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
             self.metrics.stage_seconds.labels(stage).observe(seconds)
         self.served += 1
         self.metrics.requests.labels("OK").inc()
+        busy = outcome.decode_s + result.preprocess_s + result.inference_s + result.postprocess_s
+        self.load.record(busy)
+        context.set_trailing_metadata(((ORCA_TRAILER, self.load.report()),))
         dets = result.detections
         return pb.InferResponse(
             request_id=request.request_id,
@@ -130,6 +136,7 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
 
     # ------------------------------------------------------------------ admin
     def status(self) -> pb.NodeStatus:
+        rps, utilization = self.load.snapshot()
         return pb.NodeStatus(
             node=self.config.node_name,
             backend=self.backend.name,
@@ -150,6 +157,10 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
             telemetry=telemetry.to_proto(telemetry.sample(sysfs_root=self.config.affinity.sysfs_root)),
             hung_workers=self.pool.hung(self.config.hang_timeout_s),
             uptime_s=time.monotonic() - self.started,
+            serving=self.serving.serving,
+            not_serving_reasons=self.serving.reasons,
+            rps=rps,
+            utilization=utilization,
         )
 
     async def GetStatus(
@@ -180,15 +191,36 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
         log.warning("fault injected: %s", pb.Fault.Name(request.fault))
         return await asyncio.to_thread(self.status)
 
+    async def SetServing(
+        self, request: pb.SetServingRequest, context: grpc.aio.ServicerContext
+    ) -> pb.NodeStatus:
+        await self.admin.check(context, "SetServing")
+        before = self.serving.operator
+        self.serving.set_operator(request.reasons)
+        if self.serving.operator != before:
+            log.warning("scheduler: %s", ", ".join(self.serving.operator) or "back in rotation")
+            await self.publish_health()
+        return await asyncio.to_thread(self.status)
+
     # ------------------------------------------------------------------ health
+    async def publish_health(self) -> None:
+        serving, not_serving = (
+            health_pb2.HealthCheckResponse.SERVING,
+            health_pb2.HealthCheckResponse.NOT_SERVING,
+        )
+        # "" is the board's own health (what the scheduler monitors); Inference adds the operator's
+        # exclusions (what proxyless clients health-check).
+        await self.health.set("", not_serving if self.serving.hung else serving)
+        await self.health.set(SERVICE_NAMES[0], serving if self.serving.serving else not_serving)
+
     async def watch_hangs(self, interval_s: float = 0.5) -> None:
         """Replace contexts stuck past hang_timeout_s; NOT_SERVING while any slot stays hung."""
-        serving = True
         last_failure = ""
         while True:
-            if self.config.hang_recovery and self.pool.hung(self.config.hang_timeout_s):
+            recover_after = self.config.hang_timeout_s + (self.config.hang_recovery_s or 0)
+            if self.config.hang_recovery_s and self.pool.hung(recover_after):
                 try:
-                    replaced = self.pool.recover_hung(self.config.hang_timeout_s, self.backend.new_context)
+                    replaced = self.pool.recover_hung(recover_after, self.backend.new_context)
                 except Exception as exc:  # the runtime may refuse a new context: stay out, retry
                     if str(exc) != last_failure:  # once per reason, not every half second
                         log.error("cannot re-create the hung NPU context (will retry): %s", exc)
@@ -197,21 +229,15 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
             hung = self.pool.hung(self.config.hang_timeout_s)
             self.metrics.hung_workers.set(hung)
             self.metrics.in_flight.set(self.pool.busy)
-            if serving == bool(hung):
-                serving = not hung
-                state = (
-                    health_pb2.HealthCheckResponse.SERVING
-                    if serving
-                    else health_pb2.HealthCheckResponse.NOT_SERVING
-                )
-                if not serving:
+            if self.serving.hung != bool(hung):
+                self.serving.hung = bool(hung)
+                if hung:
                     log.error(
                         "%d NPU worker(s) hung for more than %.1fs: reporting NOT_SERVING",
                         hung,
                         self.config.hang_timeout_s,
                     )
-                await self.health.set("", state)
-                await self.health.set(SERVICE_NAMES[0], state)
+                await self.publish_health()
             await asyncio.sleep(interval_s)
 
 
@@ -246,8 +272,7 @@ async def serve(
         raise BackendError(f"cannot listen on {config.listen}: the address is in use or not local")
     await server.start()
     agent.metrics.serve(config.metrics_port)
-    for name in ("", SERVICE_NAMES[0]):
-        await agent.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+    await agent.publish_health()
     watchdog = asyncio.create_task(agent.watch_hangs())
     log.info(
         "agent %s serving on %s: backend %s%s, %d context(s), %s, CPU cap via %s, affinity %s",
