@@ -12,7 +12,7 @@ import grpc
 import numpy as np
 
 from npudure.bench.samples import from_raw
-from npudure.faults.analysis import Timeline, analyse_scheduler_restart
+from npudure.faults.analysis import Timeline, analyse_board_fault, analyse_scheduler_restart
 from npudure.faults.background import BackgroundLoad, Poll
 from npudure.local import LocalCluster
 from npudure.proto import inference_pb2 as pb
@@ -56,3 +56,15 @@ def test_background_load_in_proxyless_mode_rides_out_a_scheduler_restart() -> No
     assert len(samples) > 0
     assert int((samples.status_code != 0).sum()) == 0, result.error_messages
     assert set(samples.node_names) >= {"board1", "board2"}
+
+
+def test_proxyless_board_faults_are_judged_on_the_clients_requests() -> None:
+    rows = [(t / 10, t / 10 + 0.1, 0, BOARDS[t % 3]) for t in range(10, 120)]
+    responses = [pb.InferResponse(node=n, attempts=1).SerializeToString() for *_, n in rows]
+    sent = [r[0] for r in rows]
+    samples = from_raw(sent, sent, [r[1] for r in rows], [r[2] for r in rows], responses)
+    polls = [Poll(t / 10, UP3, {}) for t in range(120)]  # the scheduler never saw the board go
+    tl = Timeline(1.0, 5.0, 5.0, 8.0, 12.0)
+    central = analyse_board_fault("link-cut", "board3", True, samples, polls, tl)
+    assert not central.passed and any("scheduler never took" in w for w in central.why)
+    assert analyse_board_fault("link-cut", "board3", True, samples, polls, tl, proxyless=True).passed
