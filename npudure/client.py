@@ -41,6 +41,8 @@ def _print_node(status: pb.NodeStatus) -> None:
         f"errors {status.errors_total}  hung workers {status.hung_workers}  "
         f"cpu cap {status.cpu_cap_mhz or 'none'}"
     )
+    reasons = ", ".join(status.not_serving_reasons)
+    print(f"  proxyless clients: {'NOT serving (' + reasons + ')' if reasons else 'serving'}")
     t = status.telemetry
     print(f"  thermal: {' '.join(map(_reading, t.thermal_c)) or 'no sensors'}")
     print(f"  cpu MHz: {' '.join(map(_reading, t.cpu_freq_mhz)) or 'no cpufreq'}")
