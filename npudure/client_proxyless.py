@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 
 INFER_METHOD = "/npudure.v1.Inference/Infer"
 KEEPALIVE_MS = 1000
+# The channel to the scheduler: back after its restart within 2 s (the default backs off for minutes).
+CONTROL_OPTIONS = (("grpc.initial_reconnect_backoff_ms", 200), ("grpc.max_reconnect_backoff_ms", 2000))
 # Grace before a replaced channel is closed: calls still in flight on it finish.
 RETIRE_AFTER_S = 30.0
 
@@ -144,7 +146,7 @@ async def open_aio_channel(
     The route is fixed for this channel: for a long-lived client use ``ProxylessTarget``, which
     follows route changes. ``tls`` defaults to the environment's (NPUDURE_TLS_*).
     """
-    async with security.aio_channel(scheduler_target, tls=tls) as control:
+    async with security.aio_channel(scheduler_target, CONTROL_OPTIONS, tls=tls) as control:
         route = await fetch_route_aio(control, scheduler_target, timeout_s)
     channel = aio_board_channel(route, tls, options)
     try:
@@ -187,7 +189,7 @@ class ProxylessTarget:
         self._retiring: set[asyncio.Task[None]] = set()
 
     async def open(self, ready_timeout_s: float = 10.0) -> None:
-        self._control = security.aio_channel(self.address, tls=self.tls)
+        self._control = security.aio_channel(self.address, CONTROL_OPTIONS, tls=self.tls)
         try:
             route = await fetch_route_aio(self._control, self.address, ready_timeout_s)
             self._install(route)
