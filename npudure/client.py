@@ -43,6 +43,8 @@ def _print_node(status: pb.NodeStatus) -> None:
     )
     note = f" ({status.cpu_cap_note})" if status.cpu_cap_note else ""
     print(f"  soc {status.soc or '-'}  context recoveries {status.context_recoveries}{note}")
+    reasons = ", ".join(status.not_serving_reasons)
+    print(f"  proxyless clients: {'NOT serving (' + reasons + ')' if reasons else 'serving'}")
     t = status.telemetry
     print(f"  thermal: {' '.join(map(_reading, t.thermal_c)) or 'no sensors'}")
     print(f"  cpu MHz: {' '.join(map(_reading, t.cpu_freq_mhz)) or 'no cpufreq'}")

@@ -36,6 +36,9 @@ from npudure.proto import inference_pb2_grpc as rpc
 log = logging.getLogger(__name__)
 
 INFER_METHOD = "/npudure.v1.Inference/Infer"
+KEEPALIVE_MS = 1000
+# The channel to the scheduler: back after its restart within 2 s (the default backs off for minutes).
+CONTROL_OPTIONS = (("grpc.initial_reconnect_backoff_ms", 200), ("grpc.max_reconnect_backoff_ms", 2000))
 # Grace before a replaced channel is closed: calls still in flight on it finish.
 RETIRE_AFTER_S = 30.0
 
@@ -81,6 +84,14 @@ def channel_options(route: RouteInfo, extra: Sequence[tuple[str, object]] = ()) 
         ("grpc.per_rpc_retry_buffer_size", 2 * route.max_message_bytes),
         ("grpc.max_send_message_length", route.max_message_bytes),
         ("grpc.max_receive_message_length", route.max_message_bytes),
+        # A board whose link is cut or that froze answers nothing, but its TCP connection looks open:
+        # pings find out within ~2 s, its in-flight calls fail over (UNAVAILABLE) and it leaves the
+        # rotation. The agents accept pings this frequent (npudure.agent.server.KEEPALIVE).
+        ("grpc.keepalive_time_ms", KEEPALIVE_MS),
+        ("grpc.keepalive_timeout_ms", KEEPALIVE_MS),
+        ("grpc.http2.ping_timeout_ms", KEEPALIVE_MS),  # what C-core 1.85 actually waits a ping for
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.max_pings_without_data", 0),
         # Come back quickly after a board restarts (the default backs off up to two minutes).
         ("grpc.initial_reconnect_backoff_ms", 200),
         ("grpc.max_reconnect_backoff_ms", 2000),
@@ -135,7 +146,7 @@ async def open_aio_channel(
     The route is fixed for this channel: for a long-lived client use ``ProxylessTarget``, which
     follows route changes. ``tls`` defaults to the environment's (NPUDURE_TLS_*).
     """
-    async with security.aio_channel(scheduler_target, tls=tls) as control:
+    async with security.aio_channel(scheduler_target, CONTROL_OPTIONS, tls=tls) as control:
         route = await fetch_route_aio(control, scheduler_target, timeout_s)
     channel = aio_board_channel(route, tls, options)
     try:
@@ -178,7 +189,7 @@ class ProxylessTarget:
         self._retiring: set[asyncio.Task[None]] = set()
 
     async def open(self, ready_timeout_s: float = 10.0) -> None:
-        self._control = security.aio_channel(self.address, tls=self.tls)
+        self._control = security.aio_channel(self.address, CONTROL_OPTIONS, tls=self.tls)
         try:
             route = await fetch_route_aio(self._control, self.address, ready_timeout_s)
             self._install(route)

@@ -14,6 +14,7 @@ from pathlib import Path
 import grpc
 import numpy as np
 import pytest
+from conftest import run_npudure
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from npudure.local import LocalCluster
@@ -92,6 +93,8 @@ def test_drain_takes_the_board_out_for_proxyless_clients_and_back(cluster: Local
         stub.DrainNode(pb.DrainNodeRequest(node="board1", drain=True), timeout=5)
         wait_for("board1 NOT_SERVING after drain", lambda: health(board1, INFERENCE) == NOT_SERVING)
         assert node_reasons(cluster, "board1") == ["drained"]
+        shown = run_npudure("status", "--target", board1)
+        assert shown.returncode == 0 and "NOT serving (drained)" in shown.stdout, shown.stdout
         assert route_boards(stub) == ["board2"]
         # The board's own health stays SERVING: the scheduler still sees a drained board, not a dead one.
         time.sleep(0.6)

@@ -8,6 +8,8 @@ Shapes only (who gets more, how many failed), never throughput thresholds.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -171,3 +173,27 @@ def test_a_hung_npu_costs_nothing(cluster: LocalCluster) -> None:
     assert not run.failures, run.failures
     late = Counter(node for t, node in run.sent if t >= 4.0)
     assert late["board2"] == 0 and late["board1"] > 0, late
+
+
+def test_a_frozen_board_leaves_the_rotation_and_costs_nothing(cluster: LocalCluster) -> None:
+    """SIGSTOP: the board's TCP connections stay open but nothing answers, as with a cut link. The
+    client's keepalive pings find out, its calls fail over, and no new call goes to it."""
+    pid = cluster.agents["board2"].pid
+    assert pid is not None
+
+    def signal_board(sig: int) -> Callable[[], None]:
+        return lambda: os.kill(pid, sig)
+
+    try:
+        run = run_load(
+            cluster,
+            duration_s=10.0,
+            actions=((1.0, signal_board(signal.SIGSTOP)), (6.0, signal_board(signal.SIGCONT))),
+        )
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert not run.failures, run.failures
+    frozen = Counter(node for t, node in run.sent if 4.0 <= t < 6.0)
+    assert frozen["board2"] == 0 and frozen["board1"] > 0 and frozen["board3"] > 0, frozen
+    after = Counter(node for t, node in run.sent if t >= 8.0)
+    assert after["board2"] > 0, after  # back once it answers again

@@ -15,6 +15,7 @@ only the board's own health, which the scheduler's monitor reads: a drained boar
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import deque
 from collections.abc import Iterable
@@ -28,7 +29,8 @@ MIN_UTILIZATION = 1e-3
 
 
 class LoadMeter:
-    """Completions and busy context-seconds over a sliding window. Called on the event loop only."""
+    """Completions and busy context-seconds over a sliding window (the lock: NodeStatus is built on a
+    worker thread while replies are recorded on the event loop)."""
 
     def __init__(self, contexts: int, window_s: float = WINDOW_S) -> None:
         self.contexts = max(1, contexts)
@@ -36,12 +38,14 @@ class LoadMeter:
         self.started = time.monotonic()
         self._done: deque[tuple[float, float]] = deque()  # (completed at, busy seconds)
         self._busy_sum = 0.0
+        self._lock = threading.Lock()
 
     def record(self, busy_s: float, now: float | None = None) -> None:
         now = time.monotonic() if now is None else now
-        self._done.append((now, busy_s))
-        self._busy_sum += busy_s
-        self._prune(now)
+        with self._lock:
+            self._done.append((now, busy_s))
+            self._busy_sum += busy_s
+            self._prune(now)
 
     def _prune(self, now: float) -> None:
         horizon = now - self.window_s
@@ -51,11 +55,13 @@ class LoadMeter:
     def snapshot(self, now: float | None = None) -> tuple[float, float]:
         """(requests per second, utilization 0..1) over the window."""
         now = time.monotonic() if now is None else now
-        self._prune(now)
+        with self._lock:
+            self._prune(now)
+            done, busy = len(self._done), self._busy_sum
         span = min(self.window_s, max(now - self.started, 1e-3))
-        rps = len(self._done) / span
+        rps = done / span
         # Work finished in the window may have started before it: cap at fully busy.
-        utilization = min(1.0, max(0.0, self._busy_sum) / (span * self.contexts))
+        utilization = min(1.0, max(0.0, busy) / (span * self.contexts))
         return rps, utilization
 
     def report(self, now: float | None = None) -> bytes:

@@ -33,6 +33,15 @@ SERVICE_NAMES = (
 )
 
 
+# Proxyless clients ping every second to notice a cut link (npudure.client_proxyless): without these
+# the server would answer frequent pings with GOAWAY "too_many_pings".
+KEEPALIVE = (
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.min_recv_ping_interval_without_data_ms", 500),
+    ("grpc.http2.max_ping_strikes", 0),
+)
+
+
 def _us(seconds: float) -> int:
     return max(0, round(seconds * 1e6))
 
@@ -256,6 +265,7 @@ async def serve(
     options = [
         ("grpc.max_receive_message_length", config.max_message_bytes),
         ("grpc.max_send_message_length", config.max_message_bytes),
+        *KEEPALIVE,
     ]
     server = grpc.aio.server(options=options)
     rpc.add_InferenceServicer_to_server(agent, server)

@@ -116,7 +116,10 @@ def analyse_board_fault(
     samples: Samples,
     polls: Sequence[Poll],
     tl: Timeline,
+    proxyless: bool = False,
 ) -> FaultResult:
+    """``proxyless``: the clients balanced by themselves; the scheduler's exclusion is still shown but
+    is not theirs (their health checks and keepalive pings take the board out), so not judged."""
     r = FaultResult(fault, board)
     r.requests = len(samples)
     r.error_codes = error_codes(samples)
@@ -139,7 +142,7 @@ def analyse_board_fault(
     if r.failed:
         codes = ", ".join(f"{k} x{v}" for k, v in r.error_codes.items())
         r.why.append(f"{r.failed} client request(s) failed ({codes}) while other boards were up")
-    if excludes and r.excluded_after_s is None:
+    if excludes and r.excluded_after_s is None and not proxyless:
         r.why.append("the scheduler never took the board out of rotation")
     if back is None:
         r.why.append("the board did not serve again within the recovery budget")

@@ -82,7 +82,7 @@ class BackgroundLoad:
 
     async def _main(self) -> LoadResult:
         target: _FleetTarget | ProxylessTarget = (
-            ProxylessTarget(self.address, options=RECONNECT_OPTIONS)
+            ProxylessTarget(self.address)  # its channel options carry the same short reconnect backoff
             if self.mode == "proxyless"
             else _FleetTarget(self.address, self.connections)
         )

@@ -260,7 +260,12 @@ def _run_faults(args, specs, fleet, out: Path, manifest: dict) -> int:
             "excluded s: injection -> scheduler reports the board not UP (scheduler-restart: -> scheduler "
             "unreachable); back s: lift (or, for agent-kill/board-reboot/scheduler-restart, injection) -> "
             "first request sent after it answered by the board; up s: -> board UP again (scheduler-restart: "
-            "every board UP); req/s during: answers per second from the injection to the lift (or to back).",
+            "every board UP); req/s during: answers per second from the injection to the lift (or to back)."
+            + (
+                " Proxyless: excluded s and up s are the scheduler's view, not the clients' (not judged)."
+                if args.mode == "proxyless"
+                else ""
+            ),
             f"{sum(r.passed for r in results)}/{len(results)} passed in {time.monotonic() - started:.0f} s",
         ]
     )

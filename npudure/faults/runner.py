@@ -132,7 +132,9 @@ def run_fault(
         if spec.on_scheduler:
             r = analyse_scheduler_restart(fleet.boards, samples, polls, tl, lossless=mode == "proxyless")
         else:
-            r = analyse_board_fault(spec.name, board, spec.excludes, samples, polls, tl)
+            r = analyse_board_fault(
+                spec.name, board, spec.excludes, samples, polls, tl, proxyless=mode == "proxyless"
+            )
     r.why += problems or ([] if tl else ["the fault was not injected"])
     r.passed = not r.why
     write_json(

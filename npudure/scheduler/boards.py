@@ -136,11 +136,13 @@ def open_board(index: int, board: BoardConfig, config: SchedulerConfig) -> Board
 class BoardMonitor:
     """Health checks (fast, decide up/down) and status polls (telemetry, temperature) for one board."""
 
+    _on_status = None  # called with the board after each successful status poll (proxyless health)
+
     def __init__(self, board: Board, config: SchedulerConfig, on_change, on_status=None) -> None:
         self.board = board
         self.config = config
         self._on_change = on_change
-        self._on_status = on_status  # called after each successful status poll
+        self._on_status = on_status
         channel = board.channels[0]
         self._health = health_pb2_grpc.HealthStub(channel)
         self._node = rpc.NodeStub(channel)
