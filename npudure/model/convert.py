@@ -209,7 +209,8 @@ def convert(
         names = []
         for i, frame in enumerate(calib):
             name = work / f"calib-{i:04d}.npy"
-            np.save(name, frame)  # the toolkit reads .npy as NHWC input as is
+            # The toolkit wants .npy calibration inputs as NCHW (1,3,H,W), before its mean/std.
+            np.save(name, frame.transpose(2, 0, 1)[None])
             names.append(str(name))
         dataset.write_text("\n".join(names) + "\n")
         staged = work / target.name

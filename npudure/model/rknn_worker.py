@@ -20,7 +20,8 @@ def main() -> int:
         result = convert(request)
     except Exception as exc:  # reported to the caller as one line; the traceback goes to the log
         traceback.print_exc()
-        result = {"ok": False, "error": f"rknn-toolkit2: {type(exc).__name__}: {exc}"}
+        last = (str(exc).strip().splitlines() or [""])[-1]  # the toolkit wraps its own traceback in the text
+        result = {"ok": False, "error": f"rknn-toolkit2: {type(exc).__name__}: {last}"}
     with open(request["result"], "w") as handle:
         json.dump(result, handle)
     return 0 if result.get("ok") else 1
