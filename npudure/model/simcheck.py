@@ -68,7 +68,8 @@ class CheckResult:
             return [f"check   FAILED: {self.problem}"]
         out = [
             f"check   {self.frames} frames, score >= {self.score_threshold}: {self.matched} detections "
-            f"matched (class + IoU >= {MATCH_IOU}) of {self.onnx_detections} ONNX / {self.rknn_detections} RKNN; "
+            f"matched (class + IoU >= {MATCH_IOU}) of {self.onnx_detections} ONNX / "
+            f"{self.rknn_detections} RKNN; "
             f"match rate {self.match_rate:.1%}",
         ]
         for o in self.outputs:

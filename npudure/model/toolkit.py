@@ -159,7 +159,7 @@ def _run(cmd: list[str], what: str) -> None:
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ToolkitError(f"{what}: {exc}") from None
+        raise ToolkitError(f"{what}: {exc}; rknn-toolkit2 could not be installed") from None
     if done.returncode != 0:
         tail = [
             line
