@@ -174,15 +174,17 @@ def ensure_image(image: Path | None = None, *, log=print, arch: str = NATIVE_ARC
     if arch not in ARCHES:
         raise LabError(f"unknown board architecture {arch!r}; use one of: {', '.join(ARCHES)}")
     image = image or cache_dir(arch)
-    if image_ok(image, arch):
-        return image
     if arch != NATIVE_ARCH:
         from npudure.lab.binfmt import Arm64Unavailable, ensure_arm64
 
         try:
-            ensure_arm64()  # debootstrap's second stage runs the image's arm64 binaries
+            # debootstrap's second stage and every board booted from the image run arm64 binaries; the
+            # registration does not survive a reboot of this machine, the cached image does.
+            ensure_arm64()
         except Arm64Unavailable as exc:
-            raise LabError(f"cannot build the {arch} board image: {exc}") from None
+            raise LabError(f"cannot run {arch} boards: {exc}") from None
+    if image_ok(image, arch):
+        return image
     mirror = os.environ.get("NPUDURE_LAB_MIRROR") or find_mirror()
     partial = image.with_name(image.name + ".partial")
     build_log = image.with_name(image.name + ".log")
