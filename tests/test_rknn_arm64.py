@@ -25,6 +25,7 @@ import yaml
 from npudure.lab import Lab, LabError, network
 from npudure.lab.binfmt import can_run_arm64
 from npudure.lab.host import missing_packages
+from npudure.model.build import cache_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -130,9 +131,7 @@ def test_rknnlite_imports_and_loads_the_converted_model(board) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "load_rknn 0" in proc.stdout, proc.stdout + proc.stderr
     # The file on the board is the one converted on the controller, as its record says.
-    record = json.loads(
-        (Path.home() / ".cache/npudure/models/rknn/yolov8n-zoo-seed0-rk3576.rknn.json").read_text()
-    )
+    record = json.loads((cache_dir() / "rknn" / "yolov8n-zoo-seed0-rk3576.rknn.json").read_text())
     sha = _in_board(lab, f"sha256sum {MODEL}").stdout.split()[0]
     assert sha == record["rknn_sha256"] and record["target_platform"] == "rk3576"
 
