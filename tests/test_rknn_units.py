@@ -188,3 +188,11 @@ def test_the_role_locks_the_pinned_version(wheelhouse) -> None:
     hashes = defaults["npudure_wheelhouse_rknn_lite_hashes"]
     # The default pin follows the converter's toolkit version, and that version is locked.
     assert toolkit.pinned_version() in hashes and len(hashes[toolkit.pinned_version()]) >= 3
+
+
+def test_more_arm64_boards_than_boards_is_refused(tmp_path) -> None:
+    from npudure.lab import Lab, LabError
+
+    with pytest.raises(LabError, match=r"--arm64-boards must be between 0 and the number of boards \(1\)"):
+        Lab(tmp_path / "state").up(boards=1, arm64_boards=2, log=lambda _m: None)
+    assert not (tmp_path / "state").exists()  # refused before anything was made
