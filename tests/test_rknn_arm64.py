@@ -5,7 +5,8 @@ controller, and the agent's start-up check refusing with exit 78 for the missing
 preflight refuses a model converted by another toolkit version than the board's runtime.
 
 CI cost on this 2-core VM: the arm64 image is built once (~5 min, cached in /var/cache/npudure), then
-~6-10 min: the aarch64 wheelhouse download, the install under qemu, the agent role. Run by hand under
+~4.5 min (258 s measured): lab up, site.yml with the aarch64 wheelhouse and the install under qemu, the
+checks. Run by hand under
 the lab lock:  flock /tmp/npudure-lab.lock .venv/bin/pytest tests/test_rknn_arm64.py -q
 """
 
@@ -92,8 +93,10 @@ def board(
                 "npudure_agent_backend": "rknn",
                 "npudure_agent_service_state": "stopped",
                 "npudure_agent_service_enabled": False,
-                # The IRQ unit failed to start on this board under qemu-user (exit status, see the
-                # diagnostic printed below); the IRQ role is covered on the native boards.
+                # The IRQ unit cannot start under qemu-user: its PrivateNetwork=yes fails with systemd's
+                # exit 225 (EXIT_NETWORK; qemu-user's netlink emulation cannot set up the namespace's
+                # loopback), while `affinity apply` itself works (the diagnostic printed below). An
+                # emulation artifact: the IRQ role is covered on the native boards.
                 "npudure_irq_affinity_enabled": False,
             }
         )
