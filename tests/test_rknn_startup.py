@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -63,14 +64,17 @@ def test_agent_without_librknnrt_exits_78_naming_the_file_and_fix(fake_site, age
     assert "npudure_rknn_runtime_src" in lines[0] and "backend: onnx" in lines[0]
 
 
-def test_missing_npu_device_is_named(monkeypatch, tmp_path, fake_site) -> None:
+def test_missing_npu_device_is_named(monkeypatch, tmp_path) -> None:
     lib = tmp_path / "librknnrt.so"
     lib.write_bytes(b"librknnrt version: 2.5.0\0")
     monkeypatch.setattr(rknn_mod, "LIBRKNNRT", str(lib))
     monkeypatch.setattr(rknn_mod, "NPU_DEVICE_GLOBS", (str(tmp_path / "dev" / "rknpu*"),))
-    monkeypatch.syspath_prepend(str(fake_site))
-    for name in [m for m in sys.modules if m.startswith("rknnlite")]:
-        monkeypatch.delitem(sys.modules, name)
+    # In sys.modules only for this test (monkeypatch restores it): no fake left for later tests.
+    package, api = types.ModuleType("rknnlite"), types.ModuleType("rknnlite.api")
+    exec(FAKE_RKNNLITE, api.__dict__)
+    package.api = api  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "rknnlite", package)
+    monkeypatch.setitem(sys.modules, "rknnlite.api", api)
     model = tmp_path / "m.rknn"
     model.write_bytes(b"x")
     with pytest.raises(BackendError) as info:
