@@ -5,7 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-DEBS=(systemd-container debootstrap debian-archive-keyring iproute2 util-linux mount openssh-client nginx-light procps)
+# qemu-user-static + binfmt-support: arm64 lab boards (`npudure lab up --arm64-boards N`) run under qemu-user.
+DEBS=(systemd-container debootstrap debian-archive-keyring iproute2 util-linux mount openssh-client nginx-light procps
+  qemu-user-static binfmt-support)
 PYTHON=${PYTHON:-python3}
 
 missing=()

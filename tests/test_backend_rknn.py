@@ -68,6 +68,17 @@ class FakeRKNNLite:
         self.released += 1
 
 
+@pytest.fixture(autouse=True)
+def npu_runtime_present(monkeypatch, tmp_path):
+    """A board's runtime library and NPU device node, as files in tmp (the start-up check looks)."""
+    lib = tmp_path / "librknnrt.so"
+    lib.write_bytes(b"librknnrt version: 2.3.2 (fake)\0")
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev" / "rknpu").write_bytes(b"")
+    monkeypatch.setattr(rknn_mod, "LIBRKNNRT", str(lib))
+    monkeypatch.setattr(rknn_mod, "NPU_DEVICE_GLOBS", (str(tmp_path / "dev" / "rknpu*"),))
+
+
 @pytest.fixture
 def fake_rknnlite(monkeypatch):
     FakeRKNNLite.instances = []

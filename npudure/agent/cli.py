@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         backend = create_backend(config)
     except BackendError as exc:
         print(f"npudure agent: {exc}", file=sys.stderr)
-        return 2
+        return getattr(exc, "exit_code", 2)  # 78 (EX_CONFIG) when the board lacks the NPU runtime
     if args.check:
         print(
             f"ok: {args.config}: backend {backend.name}{' (emulated)' if backend.emulated else ''}, "

@@ -32,6 +32,11 @@ from npudure.config import AgentConfig, PostprocessConfig
 from npudure.postprocess import Layout, detect_layout, postprocess_with
 
 LIBRKNNRT = "/usr/lib/librknnrt.so"
+# Where else the dynamic loader finds it on Debian/Ubuntu board images.
+LIBRKNNRT_ALTERNATIVES = ("/usr/lib/aarch64-linux-gnu/librknnrt.so", "/usr/local/lib/librknnrt.so")
+NPU_DEVICE_GLOBS = ("/dev/rknpu*", "/dev/dri/renderD*")
+# sysexits EX_CONFIG: the machine is not set up for this backend; systemd should not restart in a loop.
+EX_CONFIG = 78
 MAX_NPU_CORES = 3  # RK3588; the RK3576 has 2
 _VERSION_MARK = b"librknnrt version: "
 
@@ -43,6 +48,38 @@ _INSTALL = (
     "It never falls back to another backend: on a machine without an NPU set `backend: onnx` (CPU) "
     "or `backend: sim` (emulated) in the agent config"
 )
+
+
+class RknnRuntimeMissing(BackendError):
+    """The board lacks the NPU runtime library or the NPU device: a set-up error, not a crash."""
+
+    exit_code = EX_CONFIG
+
+
+def find_librknnrt() -> str | None:
+    for path in (LIBRKNNRT, *LIBRKNNRT_ALTERNATIVES):
+        if os.path.isfile(path):
+            return path
+    return None
+
+
+def check_npu_runtime() -> None:
+    """Refuse to start, naming the missing file and the fix, before any RKNNLite context is made
+    (without the library, init_runtime fails deep in the vendor code with a less useful message)."""
+    if find_librknnrt() is None:
+        raise RknnRuntimeMissing(
+            f"rknn backend: {LIBRKNNRT} is missing (Rockchip's NPU runtime library, which "
+            "rknn-toolkit-lite2 does not ship). Fix: copy librknnrt.so of the version the model was "
+            "converted with (the .rknn.json beside the model names it) from rknn-toolkit2's "
+            f"rknpu2/runtime/Linux/librknn_api/aarch64/ to {LIBRKNNRT} (Ansible: set "
+            "npudure_rknn_runtime_src), or on a machine without an NPU set `backend: onnx` or `backend: sim`"
+        )
+    if not any(glob.glob(pattern) for pattern in NPU_DEVICE_GLOBS):
+        raise RknnRuntimeMissing(
+            "rknn backend: no NPU device (/dev/rknpu or /dev/dri/renderD*). Fix: boot a vendor kernel with "
+            "the rknpu driver (`dmesg | grep -i rknpu` shows it loading); in a container, pass the device "
+            "in; on a machine without an NPU set `backend: onnx` or `backend: sim`"
+        )
 
 
 def read_librknnrt_version(path: str | os.PathLike[str] = LIBRKNNRT) -> str | None:
@@ -133,6 +170,7 @@ class RknnBackend(ModelFileBackend):
                 f"npu_cores is {config.npu_cores}, but Rockchip NPUs have at most {MAX_NPU_CORES} cores: "
                 "set npu_cores to 2 on an RK3576 or 3 on an RK3588"
             )
+        check_npu_runtime()
         self._sha256 = sha256_file(path)
         # Kept to re-create a hung core's context (new_context).
         self._lite_class, self._path, self._pp = RKNNLite, path, config.postprocess
@@ -206,4 +244,11 @@ class RknnBackend(ModelFileBackend):
         return ctx
 
 
-__all__ = ["LIBRKNNRT", "RknnBackend", "read_librknnrt_version"]
+__all__ = [
+    "EX_CONFIG",
+    "LIBRKNNRT",
+    "RknnBackend",
+    "RknnRuntimeMissing",
+    "check_npu_runtime",
+    "read_librknnrt_version",
+]

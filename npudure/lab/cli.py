@@ -37,6 +37,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="inference backend the inventory asks the agents to use (default sim)",
     )
     up.add_argument(
+        "--arm64-boards",
+        type=int,
+        default=0,
+        metavar="N",
+        help="boot the last N boards from an arm64 Debian image under qemu-user (needs qemu-user-static; "
+        "the image is built once, ~3-5 min). Default 0",
+    )
+    up.add_argument(
         "--inventory",
         type=Path,
         default=None,
@@ -71,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
                 inventory=args.inventory,
                 timeout=args.timeout,
                 keep_on_failure=args.keep_on_failure,
+                arm64_boards=args.arm64_boards,
             )
             return 0
         if args.lab_command == "down":

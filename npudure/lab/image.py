@@ -37,10 +37,16 @@ PACKAGES = (
 MARKER = ".npudure-lab-image.json"
 DEFAULT_CACHE = Path("/var/cache/npudure/lab-image-bookworm")
 BUILD_TIMEOUT_S = 1200
+# Debian architecture of the board images. A foreign one (arm64 on x86) runs under qemu-user through
+# binfmt_misc (npudure/lab/binfmt.py); its debootstrap is CPU-bound under qemu: ~3 min, once.
+NATIVE_ARCH = "native"
+ARCHES = (NATIVE_ARCH, "arm64")
 
 
-def cache_dir() -> Path:
-    return Path(os.environ.get("NPUDURE_LAB_CACHE") or DEFAULT_CACHE)
+def cache_dir(arch: str = NATIVE_ARCH) -> Path:
+    """The native image's folder, or for a foreign ``arch`` the same name + ``-<arch>`` beside it."""
+    base = Path(os.environ.get("NPUDURE_LAB_CACHE") or DEFAULT_CACHE)
+    return base if arch == NATIVE_ARCH else base.with_name(f"{base.name}-{arch}")
 
 
 @dataclass(frozen=True)
@@ -111,15 +117,23 @@ def read_marker(image: Path) -> dict | None:
         return None
 
 
-def image_ok(image: Path) -> bool:
+def image_ok(image: Path, arch: str = NATIVE_ARCH) -> bool:
     marker = read_marker(image)
-    return bool(marker) and marker.get("format") == IMAGE_FORMAT and marker.get("packages") == list(PACKAGES)
+    return (
+        bool(marker)
+        and marker.get("format") == IMAGE_FORMAT
+        and marker.get("packages") == list(PACKAGES)
+        and marker.get("arch", NATIVE_ARCH) == arch
+    )
 
 
-def debootstrap_cmd(target: Path, mirror: str, keyring: Path = DEBIAN_KEYRING) -> list[str]:
+def debootstrap_cmd(
+    target: Path, mirror: str, keyring: Path = DEBIAN_KEYRING, arch: str = NATIVE_ARCH
+) -> list[str]:
     return [
         "debootstrap",
         "--variant=minbase",
+        *([f"--arch={arch}"] if arch != NATIVE_ARCH else []),
         f"--include={','.join(PACKAGES)}",
         f"--keyring={keyring}",
         SUITE,
@@ -155,10 +169,21 @@ def finish_image(root: Path) -> None:
             mask.symlink_to("/dev/null")
 
 
-def ensure_image(image: Path | None = None, *, log=print) -> Path:
+def ensure_image(image: Path | None = None, *, log=print, arch: str = NATIVE_ARCH) -> Path:
     """Return the cached image, building it first when there is no complete one."""
-    image = image or cache_dir()
-    if image_ok(image):
+    if arch not in ARCHES:
+        raise LabError(f"unknown board architecture {arch!r}; use one of: {', '.join(ARCHES)}")
+    image = image or cache_dir(arch)
+    if arch != NATIVE_ARCH:
+        from npudure.lab.binfmt import Arm64Unavailable, ensure_arm64
+
+        try:
+            # debootstrap's second stage and every board booted from the image run arm64 binaries; the
+            # registration does not survive a reboot of this machine, the cached image does.
+            ensure_arm64()
+        except Arm64Unavailable as exc:
+            raise LabError(f"cannot run {arch} boards: {exc}") from None
+    if image_ok(image, arch):
         return image
     mirror = os.environ.get("NPUDURE_LAB_MIRROR") or find_mirror()
     partial = image.with_name(image.name + ".partial")
@@ -168,13 +193,11 @@ def ensure_image(image: Path | None = None, *, log=print) -> Path:
         if stale.exists():
             shutil.rmtree(stale)
     build_log.write_text("")
-    log(
-        f"building the base image (Debian {SUITE} from {mirror}, 1.5–3 min, once) into {image}; "
-        f"log: {build_log}"
-    )
+    what = "base image" if arch == NATIVE_ARCH else f"{arch} base image (under qemu-user)"
+    log(f"building the {what} (Debian {SUITE} from {mirror}, 1.5–3 min, once) into {image}; log: {build_log}")
     started = time.monotonic()
     run(
-        debootstrap_cmd(partial, mirror),
+        debootstrap_cmd(partial, mirror, arch=arch),
         "debootstrap (building the lab base image)",
         timeout=BUILD_TIMEOUT_S,
         log=build_log,
@@ -185,6 +208,7 @@ def ensure_image(image: Path | None = None, *, log=print) -> Path:
             {
                 "format": IMAGE_FORMAT,
                 "suite": SUITE,
+                "arch": arch,
                 "packages": list(PACKAGES),
                 "mirror": mirror,
                 "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 import yaml
@@ -30,8 +30,11 @@ def render(
     backend: str = "sim",
     irq_proc_root: str = "/proc",
     sysfs_root: str = SYSFS_ROOT,
+    arm64: Collection[str] = (),
 ) -> dict:
-    boards = {n.name: {"ansible_host": n.address} for n in nodes if n.role == "board"}
+    boards: dict[str, dict] = {n.name: {"ansible_host": n.address} for n in nodes if n.role == "board"}
+    for name in arm64:  # an arm64 Debian board under qemu-user: slower, so longer timeouts are fair
+        boards[name]["npudure_lab_arch"] = "arm64"
     scheds = {n.name: {"ansible_host": n.address} for n in nodes if n.role == "scheduler"}
     children: dict = {"boards": {"hosts": boards}}
     if scheds:

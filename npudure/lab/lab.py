@@ -136,6 +136,12 @@ class Lab:
         return [n for n in self.nodes if n.role == "board"]
 
     @property
+    def arm64_boards(self) -> list[str]:
+        """Names of the boards running the arm64 image (under qemu-user)."""
+        state = self._load() or {}
+        return arm64_board_names(self.nodes, state.get("arm64_boards", 0))
+
+    @property
     def inventory_path(self) -> Path | None:
         state = self._load() or {}
         return Path(state["inventory"]) if state.get("inventory") else None
@@ -164,15 +170,21 @@ class Lab:
         timeout: float = BOARD_BOOT_TIMEOUT_S,
         log: Log = print,
         keep_on_failure: bool = False,
+        arm64_boards: int = 0,
     ) -> list[net.Node]:
         """Build the image if needed, boot every machine, wait for sshd, write the inventory.
 
+        The last ``arm64_boards`` boards boot an arm64 Debian image under qemu-user (binfmt_misc).
         On failure everything made so far is removed again (boot logs are kept in
         ``<state_dir>/last-failure/``) unless `keep_on_failure`.
         """
+        if not 0 <= arm64_boards <= boards:
+            raise LabError(f"--arm64-boards must be between 0 and the number of boards ({boards})")
         preflight()
         with machine_lock(log):
-            return self._up(boards, scheduler_host, backend, inventory, timeout, log, keep_on_failure)
+            return self._up(
+                boards, scheduler_host, backend, inventory, timeout, log, keep_on_failure, arm64_boards
+            )
 
     def _up(
         self,
@@ -183,6 +195,7 @@ class Lab:
         timeout: float,
         log: Log,
         keep_on_failure: bool,
+        arm64_boards: int = 0,
     ) -> list[net.Node]:
         nodes = net.plan_nodes(boards, scheduler_host)
         state = self._load()
@@ -191,6 +204,7 @@ class Lab:
                 state.get("boards") == boards
                 and state.get("scheduler_host") == scheduler_host
                 and state.get("backend") == backend
+                and state.get("arm64_boards", 0) == arm64_boards
             )
             if same and state.get("phase") == "up" and all(s.ssh_ok for s in self.status()):
                 log(f"the lab is already up with {boards} boards; reusing it")
@@ -212,6 +226,7 @@ class Lab:
             "boards": boards,
             "scheduler_host": scheduler_host,
             "backend": backend,
+            "arm64_boards": arm64_boards,
             "nodes": [n.__dict__ for n in nodes],
             "inventory": str(inventory.resolve()),
             "created_dirs": [],
@@ -252,6 +267,12 @@ class Lab:
         started = time.monotonic()
         image = imagemod.ensure_image(log=log)
         state["image"] = str(image)
+        arm64 = set(arm64_board_names(nodes, state.get("arm64_boards", 0)))
+        images = {n.name: image for n in nodes}
+        if arm64:
+            arm64_image = imagemod.ensure_image(log=log, arch="arm64")
+            images |= dict.fromkeys(arm64, arm64_image)
+            state["arm64_image"] = str(arm64_image)
         self._save(state)
         pubkey = self._ensure_key()
 
@@ -272,7 +293,7 @@ class Lab:
             paths = boardmod.BoardPaths(node, self.state_dir)
             net.create_node_net(node)
             boardmod.make_cgroups(paths)
-            boardmod.mount_overlay(paths, image)
+            boardmod.mount_overlay(paths, images[node.name])
             boardmod.personalize(paths, nodes, pubkey)
             boardmod.start_launcher(
                 paths, boardmod.nspawn_cmd(node, paths.root, fake_proc=node.role == "board")
@@ -280,7 +301,7 @@ class Lab:
         log(f"{len(nodes)} machines booting; waiting for sshd on each (up to {timeout:.0f} s)")
         self._wait_ssh(nodes, timeout)
 
-        invmod.write(inventory, invmod.render(nodes, self.key, backend=state["backend"]))
+        invmod.write(inventory, invmod.render(nodes, self.key, backend=state["backend"], arm64=arm64))
         state["phase"] = "up"
         self._save(state)
         log(
@@ -526,6 +547,12 @@ class Lab:
             ssh_ok = bool(pid) and _tcp_open(node.address, 22) and self._ssh_ok(node)
             out.append(NodeStatus(node.name, node.address, node.role, pid, systemd, ssh_ok))
         return out
+
+
+def arm64_board_names(nodes: Sequence[net.Node], count: int) -> list[str]:
+    """The last ``count`` boards are the arm64 ones (board3 of 3 with --arm64-boards 1)."""
+    boards = [n.name for n in nodes if n.role == "board"]
+    return boards[len(boards) - count :] if count else []
 
 
 def _tcp_open(address: str, port: int, timeout: float = 1.0) -> bool:

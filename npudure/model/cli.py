@@ -45,6 +45,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     frames.add_argument("--count", type=int, default=20)
     frames.add_argument("--first-seed", type=int, default=0)
 
+    conv = sub.add_parser(
+        "convert",
+        help="convert the zoo-layout ONNX to INT8 .rknn (rk3576, rk3588) and check it in the simulator",
+        description="Convert the 9-output zoo-layout ONNX to INT8 .rknn with the vendor's x86 rknn-toolkit2 "
+        "(installed into its own virtualenv, ~/.cache/npudure/rknn-toolkit2-venv, from a hash-locked "
+        "requirements file), then run the .rknn in the toolkit's simulator on the same frames as the ONNX "
+        "model and compare outputs and detections. Writes MODEL-PLATFORM.rknn and MODEL-PLATFORM.rknn.json "
+        "(toolkit version, platform, sha256). Exit codes: 64 bad arguments, 65 wrong model layout, "
+        "66 missing input, 69 toolkit not installable, 70 conversion failed, 1 simulator check failed.",
+    )
+    conv.add_argument(
+        "onnx", nargs="?", type=Path, help="zoo-layout ONNX (default: build or reuse the cached seed-0 one)"
+    )
+    conv.add_argument(
+        "--platform",
+        action="append",
+        metavar="SOC",
+        help="rk3576 or rk3588; repeatable (default: both)",
+    )
+    conv.add_argument("--out-dir", type=Path, help="where the .rknn files go (default: beside the ONNX)")
+    conv.add_argument("--images", type=Path, help="calibration (and check) images: a folder of jpg/png")
+    conv.add_argument("--calib-count", type=int, default=20, help="calibration frames (default 20)")
+    conv.add_argument(
+        "--check-frames", type=int, default=4, help="simulator check frames, 0 to skip (default 4)"
+    )
+    conv.add_argument(
+        "--check-threshold", type=float, default=0.25, help="score threshold for the check (default 0.25)"
+    )
+    conv.add_argument("--force", action="store_true", help="convert again even if a matching .rknn exists")
+    conv.add_argument(
+        "--toolkit-venv",
+        type=Path,
+        help="rknn-toolkit2's virtualenv (default ~/.cache/npudure/rknn-toolkit2-venv)",
+    )
+
 
 def _build(args: argparse.Namespace) -> int:
     try:
@@ -130,5 +165,58 @@ def _frames(args: argparse.Namespace) -> int:
     return 0
 
 
+def _convert(args: argparse.Namespace) -> int:
+    try:
+        from npudure.model.convert import ConvertError, convert, platforms_arg, simulator_check
+    except ImportError:
+        print(f"npudure model convert: {_NEEDS_ONNX}", file=sys.stderr)
+        return 69
+    failed = False
+    try:
+        platforms = platforms_arg(args.platform)
+        onnx = args.onnx
+        if onnx is None:
+            from npudure.model.build import ensure_model
+
+            onnx = ensure_model(layout="zoo").path
+        for platform in platforms:
+            out = args.out_dir / f"{onnx.stem}-{platform}.rknn" if args.out_dir else None
+            result = convert(
+                onnx,
+                platform,
+                out,
+                images=args.images,
+                calib_count=args.calib_count,
+                check_frames=args.check_frames,
+                force=args.force,
+                venv=args.toolkit_venv,
+                log=lambda m: print(m, file=sys.stderr),
+            )
+            meta = result.meta
+            print(f"{'cached' if result.cached else 'built'}  {result.path}")
+            print(f"sha256  {meta['rknn_sha256']}")
+            print(
+                f"target  {meta['target_platform']}, rknn-toolkit2 {meta['toolkit_version']} (boards need "
+                f"librknnrt {meta['toolkit_version']}), calibration {meta['calibration']}"
+            )
+            if not result.cached:
+                print(f"time    {meta['build_seconds']:.1f} s to build; {result.seconds:.1f} s in all")
+            if result.sim_outputs is not None:
+                check = simulator_check(result, onnx, args.check_threshold)
+                for line in check.lines():  # type: ignore[attr-defined]
+                    print(line)
+                if "sim_seconds_per_frame" in meta:
+                    print(f"sim     {meta['sim_seconds_per_frame']:.2f} s per frame in the x86 simulator")
+                failed |= not check.passed  # type: ignore[attr-defined]
+    except ConvertError as exc:
+        print(f"npudure model convert: {exc}", file=sys.stderr)
+        return exc.code
+    except OSError as exc:
+        print(f"npudure model convert: {exc}", file=sys.stderr)
+        return 74
+    return 1 if failed else 0
+
+
 def run(args: argparse.Namespace) -> int:
-    return {"build": _build, "info": _info, "frames": _frames}[args.model_command](args)
+    commands = {"build": _build, "info": _info, "frames": _frames, "convert": _convert}
+    return commands[args.model_command](args)

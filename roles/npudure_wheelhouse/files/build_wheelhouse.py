@@ -8,6 +8,10 @@ Two things decide whether work is needed, so a second run with the same inputs c
   folder; a folder whose downloads completed is reused as is;
 - a digest of the package sources decides whether the npudure wheel is rebuilt. A rebuilt wheel
   keeps its version number, so the install side compares wheel hashes, not versions.
+
+``--pin NAME==VERSION`` fixes a dependency's version (rknn-toolkit-lite2 must equal the boards' librknnrt
+version), and ``--pin-hash NAME=sha256:HEX`` (repeatable: one per wheel file) locks it: every
+downloaded wheel of NAME must hash to one of those, or the build fails and removes it.
 """
 
 from __future__ import annotations
@@ -72,7 +76,14 @@ def source_digest(project: Path) -> str:
     return digest.hexdigest()
 
 
-def dependency_key(project: Path, targets: list[str], extras: list[str], pip_args: list[str]) -> str:
+def dependency_key(
+    project: Path,
+    targets: list[str],
+    extras: list[str],
+    pip_args: list[str],
+    pins: list[str] | None = None,
+    pin_hashes: list[str] | None = None,
+) -> str:
     recipe = {
         "layout": LAYOUT,
         "pyproject": (project / "pyproject.toml").read_text(),
@@ -80,7 +91,57 @@ def dependency_key(project: Path, targets: list[str], extras: list[str], pip_arg
         "extras": sorted(set(extras)),
         "pip_args": pip_args,
     }
+    if pins or pin_hashes:  # only then, so existing caches keep their key
+        recipe["pins"] = sorted(set(pins or []))
+        recipe["pin_hashes"] = sorted(set(pin_hashes or []))
     return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def normalize(name: str) -> str:
+    return name.strip().lower().replace("_", "-").replace(".", "-")
+
+
+def parse_pin(text: str) -> tuple[str, str]:
+    name, sep, version = text.partition("==")
+    if not sep or not name.strip() or not version.strip() or any(c in version for c in "<>=!~,; "):
+        raise ValueError(f"pin {text!r} is not NAME==VERSION, e.g. rknn-toolkit-lite2==2.5.0")
+    return normalize(name), version.strip()
+
+
+def parse_pin_hashes(items: list[str]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for text in items:
+        name, sep, digest = text.partition("=")
+        algo, _, hexdigest = digest.partition(":")
+        if (
+            not sep
+            or algo != "sha256"
+            or len(hexdigest) != 64
+            or not all(c in "0123456789abcdef" for c in hexdigest)
+        ):
+            raise ValueError(f"pin hash {text!r} is not NAME=sha256:<64 lowercase hex digits>")
+        out.setdefault(normalize(name), set()).add(hexdigest)
+    return out
+
+
+def check_pinned(wheels: Path, pins: dict[str, str], hashes: dict[str, set[str]]) -> None:
+    """Every wheel of a pinned package has the pinned version and, when hashes are given, one of them."""
+    for path in sorted(wheels.glob("*.whl")):
+        name, version = normalize(path.name.split("-")[0]), path.name.split("-")[1]
+        if name in pins and version != pins[name]:
+            path.unlink()
+            raise RuntimeError(f"{path.name}: {name} is pinned to {pins[name]}, pip fetched {version}")
+        if name in hashes:
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            if digest not in hashes[name]:
+                path.unlink()
+                raise RuntimeError(
+                    f"{path.name} hashes to sha256:{digest}, which is not among the locked hashes of {name} "
+                    "(npudure_wheelhouse_rknn_lite_hashes): a different file than the one locked; removed it"
+                )
+    for name in hashes:
+        if not any(normalize(p.name.split("-")[0]) == name for p in wheels.glob("*.whl")):
+            raise RuntimeError(f"{name} is locked by hash but no wheel of it was downloaded")
 
 
 def run(cmd: list[str]) -> None:
@@ -112,9 +173,16 @@ def build_npudure_wheel(python: str, project: Path, wheels: Path) -> str:
 
 
 def download_dependencies(
-    python: str, wheels: Path, wheel: str, targets: list[str], extras: list[str], pip_args: list[str]
+    python: str,
+    wheels: Path,
+    wheel: str,
+    targets: list[str],
+    extras: list[str],
+    pip_args: list[str],
+    pins: dict[str, str] | None = None,
 ) -> None:
     requirement = str(wheels / wheel) + (f"[{','.join(sorted(set(extras)))}]" if extras else "")
+    pinned = [f"{name}=={version}" for name, version in sorted((pins or {}).items())]
     for target in sorted(set(targets)):
         machine, glibc, version = parse_target(target)
         cmd = [python, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(wheels)]
@@ -122,7 +190,7 @@ def download_dependencies(
             cmd += ["--platform", tag]
         abi = "cp" + version.replace(".", "")
         cmd += ["--python-version", version, "--implementation", "cp", "--abi", abi, "--abi", "abi3"]
-        cmd += ["--abi", "none", *pip_args, requirement]
+        cmd += ["--abi", "none", *pip_args, requirement, *pinned]
         run(cmd)
 
 
@@ -147,6 +215,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", action="append", default=[], help="MACHINE:GLIBC:PYTHON, repeatable")
     parser.add_argument("--extra", action="append", default=[], help="npudure extra (onnx, rknn), repeatable")
     parser.add_argument("--pip-arg", action="append", default=[], help="extra argument for pip download")
+    parser.add_argument("--pin", action="append", default=[], help="NAME==VERSION a dependency must have")
+    parser.add_argument(
+        "--pin-hash",
+        action="append",
+        default=[],
+        help="NAME=sha256:HEX allowed for a pinned wheel, repeatable",
+    )
     parser.add_argument("--check", action="store_true", help="report what would change, change nothing")
     args = parser.parse_args(argv)
 
@@ -159,7 +234,9 @@ def main(argv: list[str] | None = None) -> int:
         for target in args.target:
             machine, glibc, _ = parse_target(target)
             platform_tags(machine, glibc)
-        key = dependency_key(project, args.target, args.extra, args.pip_arg)
+        pins = dict(parse_pin(p) for p in args.pin)
+        pin_hashes = parse_pin_hashes(args.pin_hash)
+        key = dependency_key(project, args.target, args.extra, args.pip_arg, args.pin, args.pin_hash)
         folder = args.cache.resolve() / key
         wheels = folder / "wheels"
         state_file = folder / "state.json"
@@ -178,7 +255,8 @@ def main(argv: list[str] | None = None) -> int:
                 state["source"] = digest
                 state_file.write_text(json.dumps(state))
                 if not state.get("dependencies_complete"):
-                    download_dependencies(python, wheels, wheel, args.target, args.extra, args.pip_arg)
+                    download_dependencies(python, wheels, wheel, args.target, args.extra, args.pip_arg, pins)
+                    check_pinned(wheels, pins, pin_hashes)
                     state["dependencies_complete"] = True
                 write_manifest(wheels)
                 state_file.write_text(json.dumps(state))
