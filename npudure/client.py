@@ -41,6 +41,12 @@ def _print_node(status: pb.NodeStatus) -> None:
         f"errors {status.errors_total}  hung workers {status.hung_workers}  "
         f"cpu cap {status.cpu_cap_mhz or 'none'}"
     )
+    if status.emulation_model_s_total > 0:
+        lag = status.emulation_actual_s_total / status.emulation_model_s_total - 1
+        print(
+            f"  emulation: modelled {status.emulation_model_s_total:.1f} s, achieved "
+            f"{status.emulation_actual_s_total:.1f} s of NPU service since start (lag {lag:+.1%})"
+        )
     t = status.telemetry
     print(f"  thermal: {' '.join(map(_reading, t.thermal_c)) or 'no sensors'}")
     print(f"  cpu MHz: {' '.join(map(_reading, t.cpu_freq_mhz)) or 'no cpufreq'}")

@@ -52,7 +52,7 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
     def __init__(self, config: AgentConfig, backend: Backend) -> None:
         self.config = config
         self.backend = backend
-        self.metrics = AgentMetrics()
+        self.metrics = AgentMetrics(backend.emulation_totals)
         self.health = health.aio.HealthServicer()
         self.admin = security.AdminGuard(config.admin, config.tls)
         split = cores.detect(config.affinity.sysfs_root)
@@ -127,6 +127,7 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
     # ------------------------------------------------------------------ admin
     def status(self) -> pb.NodeStatus:
         cap = self.backend.cpu_cap_mhz if self.backend.emulated else self._cpu_cap_mhz
+        model_s, actual_s = self.backend.emulation_totals() or (0.0, 0.0)
         return pb.NodeStatus(
             node=self.config.node_name,
             backend=self.backend.name,
@@ -144,6 +145,8 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
             telemetry=telemetry.to_proto(telemetry.sample(sysfs_root=self.config.affinity.sysfs_root)),
             hung_workers=self.pool.hung(self.config.hang_timeout_s),
             uptime_s=time.monotonic() - self.started,
+            emulation_model_s_total=model_s,
+            emulation_actual_s_total=actual_s,
         )
 
     async def GetStatus(

@@ -73,6 +73,11 @@ class Backend(ABC):
             "through scaling_max_freq (npudure.cpufreq)"
         )
 
+    def emulation_totals(self) -> tuple[float, float] | None:
+        """(modelled, achieved) service seconds summed over every frame, for emulated backends; None
+        for real ones. Their ratio says whether the emulation kept up with its model."""
+        return None
+
     def inject_fault(self, hang: bool) -> None:
         raise BackendError(f"fault injection is for emulated boards; the {self.name} backend is real")
 
