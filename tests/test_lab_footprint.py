@@ -13,7 +13,7 @@ def test_v1_rss_excludes_page_cache_and_v2_reads_anon(tmp_path: Path) -> None:
     v1 = tmp_path / "v1" / "memory" / "npudure-lab" / "board1"
     v1.mkdir(parents=True)
     (v1 / "memory.stat").write_text("cache 900000000\ntotal_rss 20971520\ntotal_mapped_file 1048576\n")
-    assert footprint._rss_bytes("board1", tmp_path / "v1") == 22 * 2**20
+    assert footprint._rss_bytes("board1", tmp_path / "v1") == 21 * 2**20
     v2 = tmp_path / "v2" / "npudure-lab" / "board1"
     v2.mkdir(parents=True)
     (v2 / "memory.stat").write_text("anon 10485760\nfile 900000000\nfile_mapped 0\n")
