@@ -26,7 +26,7 @@ def pick(boards: int, cores: int) -> tuple[float, str]:
     return scale, (
         f"time scale {scale:g}: {boards} board(s) x {BOARD_INF_S / scale:.1f} frames/s x "
         f"~{HOST_CPU_MS_PER_REQUEST:g} host CPU-ms per frame = {demand_cores / scale:.2f} core(s) of {cores} "
-        f"(budget {HOST_BUDGET:.0%} = {HOST_BUDGET * cores:g}); at time scale 1: {demand_cores:.2f}"
+        f"(budget {HOST_BUDGET:.0%} = {HOST_BUDGET * cores:g} core(s)); at time scale 1: {demand_cores:.2f}"
     )
 
 
