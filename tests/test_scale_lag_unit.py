@@ -137,3 +137,13 @@ def test_host_saturated_only_when_the_host_is_shared() -> None:
     stolen = validity._host_saturated({**busy, "idle_fraction": 0.5, "steal_fraction": 0.2})
     assert stolen and "stole 20.0%" in stolen
     assert validity._host_saturated(None) is None
+
+
+def test_status_prints_the_lag_of_an_emulated_board(capsys: pytest.CaptureFixture[str]) -> None:
+    from npudure.client import _print_node
+    from npudure.proto import inference_pb2 as pb
+
+    _print_node(pb.NodeStatus(node="b1", emulated=True, emulation_model_s_total=10, emulation_actual_s_total=12))
+    assert "lag +20.0%" in capsys.readouterr().out
+    _print_node(pb.NodeStatus(node="b1"))  # a real board: no emulation line
+    assert "emulation" not in capsys.readouterr().out
