@@ -143,7 +143,8 @@ def test_status_prints_the_lag_of_an_emulated_board(capsys: pytest.CaptureFixtur
     from npudure.client import _print_node
     from npudure.proto import inference_pb2 as pb
 
-    _print_node(pb.NodeStatus(node="b1", emulated=True, emulation_model_s_total=10, emulation_actual_s_total=12))
+    late = pb.NodeStatus(node="b1", emulated=True, emulation_model_s_total=10, emulation_actual_s_total=12)
+    _print_node(late)
     assert "lag +20.0%" in capsys.readouterr().out
     _print_node(pb.NodeStatus(node="b1"))  # a real board: no emulation line
     assert "emulation" not in capsys.readouterr().out
