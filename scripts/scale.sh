@@ -4,6 +4,8 @@
 # quick, no hetero) from the scheduler host, print the summary. Root; one lab per machine:
 #   sudo flock /tmp/npudure-lab.lock scripts/scale.sh 8 [time scale]
 # The lab is left up (take it down with: make lab-down). Results land in results/<run id>/.
+# NPUDURE_SCALE_BENCH_ARGS adds harness arguments, e.g. "--sweep 4 --sweep-repetitions 1" to skip
+# most of the saturation sweep. Provisioning 8 boards took ~6 min on the 2-core VM (16: not measured).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 boards=${1:?usage: scripts/scale.sh BOARDS [TIME_SCALE]}
@@ -27,7 +29,7 @@ python -m npudure.lab.footprint --seconds 10
 run_id="$(date -u +%Y%m%dT%H%M%SZ)-scale$boards"
 rc=0
 npudure lab exec sched -- /opt/npudure/venv/bin/npudure bench run --target 127.0.0.1:50050 --quick \
-  --no-hetero --out "/var/lib/npudure/bench/$run_id" --progress lines || rc=$?
+  --no-hetero ${NPUDURE_SCALE_BENCH_ARGS:-} --out "/var/lib/npudure/bench/$run_id" --progress lines || rc=$?
 mkdir -p results
 sched_root=$(python -c 'from npudure.lab import Lab; print(Lab().root("sched"))')
 cp -r "$sched_root/var/lib/npudure/bench/$run_id" "results/$run_id"
