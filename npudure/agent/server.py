@@ -63,7 +63,7 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
     ) -> None:
         self.config = config
         self.backend = backend
-        self.metrics = AgentMetrics()
+        self.metrics = AgentMetrics(backend.emulation_totals)
         self.health = health.aio.HealthServicer()
         self.admin = security.AdminGuard(config.admin, config.tls)
         split = split or cores.detect(config.affinity.sysfs_root)
@@ -146,6 +146,7 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
     # ------------------------------------------------------------------ admin
     def status(self) -> pb.NodeStatus:
         rps, utilization = self.load.snapshot()
+        model_s, actual_s = self.backend.emulation_totals() or (0.0, 0.0)
         return pb.NodeStatus(
             node=self.config.node_name,
             backend=self.backend.name,
@@ -170,6 +171,8 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
             not_serving_reasons=self.serving.reasons,
             rps=rps,
             utilization=utilization,
+            emulation_model_s_total=model_s,
+            emulation_actual_s_total=actual_s,
         )
 
     async def GetStatus(

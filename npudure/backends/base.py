@@ -79,6 +79,11 @@ class Backend(ABC):
         """A fresh context in slot ``index``, to replace one that hung (the pool releases the old one)."""
         raise BackendError(f"the {self.name} backend cannot re-create a context")
 
+    def emulation_totals(self) -> tuple[float, float] | None:
+        """(modelled, achieved) service seconds summed over every frame, for emulated backends; None
+        for real ones. Their ratio says whether the emulation kept up with its model."""
+        return None
+
     def inject_fault(self, hang: bool) -> None:
         raise BackendError(f"fault injection is for emulated boards; the {self.name} backend is real")
 

@@ -22,6 +22,12 @@ The model (calibrated to the reference cluster's measurements, see docs/sim-mode
 
 What it does not model: thermal throttling over time, the NPU's own clock, network cost (that is real:
 frames still cross real gRPC sockets), and detections (it returns none).
+
+It knows when it falls behind: each frame's modelled service time and the time the slot actually took
+(the sleep plus the wait to get a CPU and the GIL back) are summed into two cumulative counters the agent
+reports (``NodeStatus.emulation_model_s_total`` / ``emulation_actual_s_total``). On a saturated host the
+actual total runs ahead of the model, so lag over any window = Δactual / Δmodel − 1, and the harness marks
+such a run invalid: an emulated board that is late measures the host, not the board.
 """
 
 from __future__ import annotations
@@ -86,6 +92,7 @@ class _SimContext(Context):
             service *= float(self._rng.lognormal(-sigma * sigma / 2, sigma))
         start = time.perf_counter()
         time.sleep(service)  # releases the GIL, as RKNNLite.inference() does
+        self._backend.record_service(service, time.perf_counter() - start)
         # An injected NPU hang: the call does not return until the fault is cleared (bounded).
         while self.hung and time.perf_counter() - start < MAX_HANG_S:
             time.sleep(0.05)
@@ -100,6 +107,8 @@ class SimBackend(Backend):
         self.config = config
         self._cap = config.cpu_cap_mhz
         self._lock = threading.Lock()
+        self._model_s_total = 0.0
+        self._actual_s_total = 0.0
         self._contexts: list[Context] = [_SimContext(self, i) for i in range(slots)]
         # Every context ever made, so FAULT_NONE also frees the calls of replaced ones.
         self._made: list[_SimContext] = list(self._contexts)  # type: ignore[arg-type]
@@ -134,6 +143,16 @@ class SimBackend(Backend):
         with self._lock:
             for ctx in self._made:
                 ctx.hung = hang
+
+    def record_service(self, model_s: float, actual_s: float) -> None:
+        """Add one frame's modelled and achieved service time (an injected hang is not counted)."""
+        with self._lock:
+            self._model_s_total += model_s
+            self._actual_s_total += actual_s
+
+    def emulation_totals(self) -> tuple[float, float] | None:
+        with self._lock:
+            return self._model_s_total, self._actual_s_total
 
     def mean_service_s(self) -> float:
         return BASE_SERVICE_S * cap_factor(self._cap) * self.config.time_scale

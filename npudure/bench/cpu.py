@@ -12,6 +12,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 
 @dataclass(frozen=True)
@@ -53,8 +54,17 @@ def process_cpu_s(pid: int) -> float | None:
     return (utime + stime) / _clock_ticks()
 
 
-def host_cpu_busy_s() -> tuple[float, float] | None:
-    """(busy, total) CPU seconds of the whole host since boot, from /proc/stat; None if unavailable."""
+class HostCpu(NamedTuple):
+    """Whole-host CPU seconds since boot (all cores), from /proc/stat."""
+
+    busy_s: float  # everything but idle and iowait (steal included: the VM did not get that time)
+    total_s: float
+    steal_s: float  # time the hypervisor gave to someone else
+
+
+def host_cpu_busy_s() -> HostCpu | None:
+    """Whole-host CPU seconds since boot, from /proc/stat; None if unavailable. Inside a container
+    /proc/stat is the host's, so an emulated fleet's boards are counted too."""
     try:
         with open("/proc/stat", encoding="ascii") as f:
             first = f.readline().split()
@@ -64,8 +74,25 @@ def host_cpu_busy_s() -> tuple[float, float] | None:
         return None
     values = [int(v) for v in first[1:]]
     idle = values[3] + (values[4] if len(values) > 4 else 0)  # idle + iowait
+    steal = values[7] if len(values) > 7 else 0
+    # guest and guest_nice (fields 9-10) are already inside user and nice.
+    total = sum(values[:8])
     ticks = _clock_ticks()
-    return (sum(values) - idle) / ticks, sum(values) / ticks
+    return HostCpu((total - idle) / ticks, total / ticks, steal / ticks)
+
+
+def host_window(before: HostCpu | None, after: HostCpu | None, shared: bool) -> dict[str, object] | None:
+    """Idle and steal fractions of the host's CPU between two samples, for the host_saturated rule.
+    ``shared``: the harness and the scheduler (and, in the lab, the emulated boards) run on this host."""
+    if before is None or after is None or after.total_s <= before.total_s:
+        return None
+    total = after.total_s - before.total_s
+    return {
+        "idle_fraction": 1 - (after.busy_s - before.busy_s) / total,
+        "steal_fraction": (after.steal_s - before.steal_s) / total,
+        "cpu_count": os.cpu_count() or 1,
+        "shared_with_cluster": shared,
+    }
 
 
 def _listening_inodes(port: int) -> set[str]:

@@ -506,7 +506,7 @@ class BenchSession:
         before: dict[str, Any],
         after: dict[str, Any],
         sched_before: dict[int, float | None],
-        host_before: tuple[float, float] | None,
+        host_before: cpu.HostCpu | None,
         sampler: telemetry_log.TelemetrySampler,
     ) -> dict[str, Any]:
         assert self.lease and self.frames
@@ -545,6 +545,7 @@ class BenchSession:
             "generator_cpu": gen,
             "scheduler_cpu": sched,
             "host_cpu_busy_fraction": host,
+            "host_cpu": cpu.host_window(host_before, host_after, shared=bool(self.scheduler_pids)),
             "boot_ids_before": before["boot_ids"],
             "boot_ids_after": after["boot_ids"],
             "cluster_before": {

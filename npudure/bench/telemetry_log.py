@@ -38,6 +38,9 @@ BASE_COLUMNS: tuple[str, ...] = (
     "cpu_cap_mhz",  # 0 = no cap
     "process_cpu_user_s",
     "process_cpu_system_s",
+    # Emulated boards: cumulative modelled / achieved NPU service seconds (the emulation_lag rule).
+    "emulation_model_s_total",
+    "emulation_actual_s_total",
 )
 _UNITS = {"c": "c", "°c": "c", "mhz": "mhz", "%": "pct", "pct": "pct", "mv": "mv", "v": "v", "hz": "hz"}
 
@@ -87,6 +90,11 @@ def status_row(
             process_cpu_user_s=node.telemetry.process_cpu_user_s,
             process_cpu_system_s=node.telemetry.process_cpu_system_s,
         )
+        if node.emulated:
+            row.update(
+                emulation_model_s_total=node.emulation_model_s_total,
+                emulation_actual_s_total=node.emulation_actual_s_total,
+            )
         row.update(reading_columns(node.telemetry))
     return row
 

@@ -16,7 +16,17 @@ INVALID when:
 * ``lease``               the harness did not hold the scheduler's benchmark lease throughout;
 * ``foreign_load``        the scheduler served clearly more requests than this harness sent (someone
   else was loading the cluster);
-* ``rate_not_offered``    open loop: the generator sent < 95% of the scheduled requests in the window.
+* ``rate_not_offered``    open loop: the generator sent < 95% of the scheduled requests in the window;
+* ``emulation_lag``       an emulated (sim) board's slots took more than 5% longer than its model over
+  the window (Δ achieved / Δ modelled service seconds − 1, from the board's own counters): the host
+  running the boards was saturated, so the figures measure the host, not the modelled boards;
+* ``host_saturated``      the harness and the scheduler share this host (its pid was found here; in the
+  lab the emulated boards share its kernel too) and the host's CPUs were less than 5% idle over the
+  run, or more than 5% of their time was stolen by the hypervisor.
+
+The 5% lag bound: on an idle 2-core VM a 12 ms sleep overshoots by ~0.1 ms (≈1%), and the jitter
+model's own mean is 1, so 5% is far above the noise and well below the lag of a saturated host
+(measured 20-60%, see docs/sim-model.md).
 
 Boards the caller declared in the spec's ``expect_reboot`` (a fault suite's planned reboot) are exempt
 from the first three rules; what happened to them is noted as an ``expected_reboot:`` warning.
@@ -36,6 +46,11 @@ SEGMENT_MIN_PER_BOARD = 5
 # Served by the scheduler beyond our own requests, tolerated (health probes do not count; this is slack).
 FOREIGN_SLACK_FRACTION = 0.01
 FOREIGN_SLACK_ABS = 10
+MAX_EMULATION_LAG = 0.05
+# Frames a board must have served inside the window for its lag to be judged.
+MIN_EMULATION_FRAMES = 20
+HOST_MIN_IDLE_FRACTION = 0.05
+HOST_MAX_STEAL_FRACTION = 0.05
 
 
 def check(
@@ -103,8 +118,14 @@ def check(
     elif schedule.get("generator_behind_schedule"):
         warnings.append(f"open-loop sends were late: p99 lag {schedule.get('send_lag_p99_ms', 0):.1f} ms")
 
+    lag_reasons, lag_warnings = _emulation_lag(telemetry_rows, asked, window)
+    reasons += lag_reasons
+    warnings += lag_warnings
+    host_reason = _host_saturated(meta.get("host_cpu"))
+    if host_reason:
+        reasons.append(host_reason)
     host = meta.get("host_cpu_busy_fraction")
-    if isinstance(host, float) and host > 0.95:
+    if host_reason is None and isinstance(host, float) and host > 0.95:
         warnings.append(
             f"the harness host's CPUs were {host:.0%} busy: on a local cluster the host, not the "
             "boards, may be the bottleneck"
@@ -201,3 +222,70 @@ def _foreign(meta: Mapping[str, Any]) -> list[str]:
             "run: another client was loading the cluster"
         ]
     return []
+
+
+def emulation_lag_by_board(
+    rows: Sequence[Mapping[str, Any]], asked: list[str], window: tuple[float, float]
+) -> dict[str, float | None]:
+    """Each emulated board's lag over the window: Δ achieved / Δ modelled service seconds − 1, from the
+    first to the last sample inside the window with the same boot id (boards' own samples first, the
+    scheduler's cached copy otherwise). None: too little service to judge. Real boards are absent."""
+    out: dict[str, float | None] = {}
+    for board in asked:
+        mine = [
+            r
+            for r in rows
+            if r["board"] == board
+            and window[0] <= float(r["t_s"]) <= window[1]
+            and r.get("emulation_model_s_total") not in (None, "")
+        ]
+        direct = [r for r in mine if r.get("source") == "node"]
+        pick = sorted(direct if len(direct) >= 2 else mine, key=lambda r: float(r["t_s"]))
+        if not pick:
+            continue
+        first, last = pick[0], pick[-1]
+        model = float(last["emulation_model_s_total"]) - float(first["emulation_model_s_total"])
+        actual = float(last["emulation_actual_s_total"]) - float(first["emulation_actual_s_total"])
+        frames = float(last.get("node_served_total") or 0) - float(first.get("node_served_total") or 0)
+        same_boot = first.get("boot_id") == last.get("boot_id")
+        out[board] = (
+            actual / model - 1 if same_boot and model > 0 and frames >= MIN_EMULATION_FRAMES else None
+        )
+    return out
+
+
+def _emulation_lag(
+    rows: Sequence[Mapping[str, Any]], asked: list[str], window: tuple[float, float]
+) -> tuple[list[str], list[str]]:
+    lags = emulation_lag_by_board(rows, asked, window)
+    late = {b: lag for b, lag in lags.items() if lag is not None and lag > MAX_EMULATION_LAG}
+    reasons = []
+    if late:
+        worst = max(late.values())
+        named = ", ".join(f"{b} {lag:.0%}" for b, lag in sorted(late.items()))
+        reasons.append(
+            f"emulation_lag: the emulated boards fell behind their model by {worst:.0%} ({named}; bound "
+            f"{MAX_EMULATION_LAG:.0%}): this host is saturated; raise --time-scale or use fewer boards"
+        )
+    unjudged = sorted(b for b, lag in lags.items() if lag is None)
+    warnings = [f"emulation lag not judged for {', '.join(unjudged)}: too few samples"] if unjudged else []
+    return reasons, warnings
+
+
+def _host_saturated(host: object) -> str | None:
+    if not isinstance(host, Mapping) or not host.get("shared_with_cluster"):
+        return None
+    idle, steal = float(host["idle_fraction"]), float(host["steal_fraction"])
+    cores = host.get("cpu_count", "?")
+    if idle < HOST_MIN_IDLE_FRACTION:
+        return (
+            f"host_saturated: this {cores}-core host, shared by the harness, the scheduler and any local "
+            f"boards, was {idle:.1%} idle over the run (need {HOST_MIN_IDLE_FRACTION:.0%}): the figures "
+            "measure the host; raise --time-scale, use fewer boards or a bigger host"
+        )
+    if steal > HOST_MAX_STEAL_FRACTION:
+        return (
+            f"host_saturated: the hypervisor stole {steal:.1%} of this {cores}-core host's CPU time over "
+            f"the run (limit {HOST_MAX_STEAL_FRACTION:.0%}): the figures measure the neighbours"
+        )
+    return None

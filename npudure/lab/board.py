@@ -163,6 +163,31 @@ def personalize(paths: BoardPaths, nodes: list[Node], pubkey: str) -> None:
 def make_cgroups(paths: BoardPaths) -> None:
     for cg in paths.cgroups():
         cg.mkdir(parents=True, exist_ok=True)
+    enable_v2_cpu_controller()
+
+
+def enable_v2_cpu_controller(root: Path = CGROUP_ROOT) -> bool:
+    """On a pure cgroup-v2 host, delegate the ``cpu`` controller from the root to the lab's cgroup and
+    from it to the boards' cgroups, so each board gets a ``cpu.max`` (the slow-board fault's quota).
+    v2 creates a child's ``cpu.max`` only when the parent lists ``cpu`` in ``cgroup.subtree_control``;
+    systemd usually enables it at the root, but nothing enables it under our own npudure-lab group.
+    No-op (False) on a v1/hybrid host, where cpu.cfs_quota_us is used, or when the kernel has no cpu
+    controller; the lab group holds no process itself, so v2's no-internal-process rule allows it."""
+    if not (root / "cgroup.controllers").exists():
+        return False
+    if "cpu" not in (root / "cgroup.controllers").read_text().split():
+        return False
+    for parent in (root, root / LAB_CGROUP):
+        control = parent / "cgroup.subtree_control"
+        try:
+            if "cpu" not in control.read_text().split():
+                control.write_text("+cpu\n")
+        except OSError as exc:
+            raise LabError(
+                f"cannot enable the cgroup-v2 cpu controller in {control} ({exc}): the slow-board fault "
+                "needs it; is another manager holding it (threaded cgroup, or a process in the group)?"
+            ) from exc
+    return True
 
 
 def start_launcher(paths: BoardPaths, cmd: list[str], timeout: float = 10) -> int:
@@ -323,15 +348,15 @@ def remove_dir(paths: BoardPaths) -> None:
     shutil.rmtree(paths.dir)
 
 
-def set_cpu_quota(paths: BoardPaths, fraction: float | None) -> None:
+def set_cpu_quota(paths: BoardPaths, fraction: float | None, root: Path = CGROUP_ROOT) -> None:
     """Cap the board's CPU time from the host (v1 cfs quota; `CPUQuota=` inside is not enforced here).
 
     `fraction` is in CPUs: 0.5 = half of one CPU, 1.5 = one and a half; None removes the cap.
     """
     if fraction is not None and fraction <= 0:
         raise LabError(f"CPU quota must be a positive fraction of a CPU (got {fraction})")
-    v1 = CGROUP_ROOT / "cpu" / LAB_CGROUP / paths.node.name
-    v2 = CGROUP_ROOT / LAB_CGROUP / paths.node.name
+    v1 = root / "cpu" / LAB_CGROUP / paths.node.name
+    v2 = root / LAB_CGROUP / paths.node.name
     if (v1 / "cpu.cfs_quota_us").exists():
         (v1 / "cpu.cfs_period_us").write_text(f"{CFS_PERIOD_US}\n")
         quota = -1 if fraction is None else max(1000, round(fraction * CFS_PERIOD_US))
@@ -341,5 +366,6 @@ def set_cpu_quota(paths: BoardPaths, fraction: float | None) -> None:
         (v2 / "cpu.max").write_text(f"{value} {CFS_PERIOD_US}\n")
     else:
         raise LabError(
-            f"{paths.node.name}: no CPU controller for the board's cgroup ({v1} or {v2}); is the lab up?"
+            f"{paths.node.name}: no CPU controller for the board's cgroup ({v1} or {v2}); is the lab up? "
+            "(cgroup v2: the cpu controller must be enabled in the lab group's cgroup.subtree_control)"
         )

@@ -143,7 +143,7 @@ class NodeStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class NodeStatus(_message.Message):
-    __slots__ = ("node", "backend", "emulated", "agent_version", "runtime_version", "model_sha256", "boot_id", "npu_cores", "in_flight", "queue_depth", "served_total", "errors_total", "cpu_cap_mhz", "telemetry", "hung_workers", "uptime_s", "serving", "not_serving_reasons", "rps", "utilization", "soc", "cpu_cap_note", "context_recoveries")
+    __slots__ = ("node", "backend", "emulated", "agent_version", "runtime_version", "model_sha256", "boot_id", "npu_cores", "in_flight", "queue_depth", "served_total", "errors_total", "cpu_cap_mhz", "telemetry", "hung_workers", "uptime_s", "serving", "not_serving_reasons", "rps", "utilization", "soc", "cpu_cap_note", "context_recoveries", "emulation_model_s_total", "emulation_actual_s_total")
     NODE_FIELD_NUMBER: _ClassVar[int]
     BACKEND_FIELD_NUMBER: _ClassVar[int]
     EMULATED_FIELD_NUMBER: _ClassVar[int]
@@ -167,6 +167,8 @@ class NodeStatus(_message.Message):
     SOC_FIELD_NUMBER: _ClassVar[int]
     CPU_CAP_NOTE_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_RECOVERIES_FIELD_NUMBER: _ClassVar[int]
+    EMULATION_MODEL_S_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    EMULATION_ACTUAL_S_TOTAL_FIELD_NUMBER: _ClassVar[int]
     node: str
     backend: str
     emulated: bool
@@ -190,7 +192,9 @@ class NodeStatus(_message.Message):
     soc: str
     cpu_cap_note: str
     context_recoveries: int
-    def __init__(self, node: _Optional[str] = ..., backend: _Optional[str] = ..., emulated: _Optional[bool] = ..., agent_version: _Optional[str] = ..., runtime_version: _Optional[str] = ..., model_sha256: _Optional[str] = ..., boot_id: _Optional[str] = ..., npu_cores: _Optional[int] = ..., in_flight: _Optional[int] = ..., queue_depth: _Optional[int] = ..., served_total: _Optional[int] = ..., errors_total: _Optional[int] = ..., cpu_cap_mhz: _Optional[int] = ..., telemetry: _Optional[_Union[Telemetry, _Mapping]] = ..., hung_workers: _Optional[int] = ..., uptime_s: _Optional[float] = ..., serving: _Optional[bool] = ..., not_serving_reasons: _Optional[_Iterable[str]] = ..., rps: _Optional[float] = ..., utilization: _Optional[float] = ..., soc: _Optional[str] = ..., cpu_cap_note: _Optional[str] = ..., context_recoveries: _Optional[int] = ...) -> None: ...
+    emulation_model_s_total: float
+    emulation_actual_s_total: float
+    def __init__(self, node: _Optional[str] = ..., backend: _Optional[str] = ..., emulated: _Optional[bool] = ..., agent_version: _Optional[str] = ..., runtime_version: _Optional[str] = ..., model_sha256: _Optional[str] = ..., boot_id: _Optional[str] = ..., npu_cores: _Optional[int] = ..., in_flight: _Optional[int] = ..., queue_depth: _Optional[int] = ..., served_total: _Optional[int] = ..., errors_total: _Optional[int] = ..., cpu_cap_mhz: _Optional[int] = ..., telemetry: _Optional[_Union[Telemetry, _Mapping]] = ..., hung_workers: _Optional[int] = ..., uptime_s: _Optional[float] = ..., serving: _Optional[bool] = ..., not_serving_reasons: _Optional[_Iterable[str]] = ..., rps: _Optional[float] = ..., utilization: _Optional[float] = ..., soc: _Optional[str] = ..., cpu_cap_note: _Optional[str] = ..., context_recoveries: _Optional[int] = ..., emulation_model_s_total: _Optional[float] = ..., emulation_actual_s_total: _Optional[float] = ...) -> None: ...
 
 class SetCpuCapRequest(_message.Message):
     __slots__ = ("mhz",)
