@@ -42,19 +42,25 @@ def decode(encoding: int, frame: bytes) -> np.ndarray:
     check_request(encoding, frame)
     if encoding == pb.ENCODING_RAW_RGB:
         return np.frombuffer(frame, dtype=np.uint8).reshape(FRAME_SHAPE)
-    from PIL import Image, UnidentifiedImageError
+    from PIL import Image
 
     try:
-        with Image.open(io.BytesIO(frame)) as image:
-            if image.format != "JPEG":
-                raise FrameError(f"frame is a {image.format} image, not a JPEG")
+        # Image.open reads only the header: the claimed size is checked here, before any pixel is decoded.
+        with Image.open(io.BytesIO(frame), formats=["JPEG"]) as image:
             if image.size != (INPUT_SIZE, INPUT_SIZE):
                 raise FrameError(
                     f"JPEG is {image.size[0]}x{image.size[1]}; the model takes {INPUT_SIZE}x{INPUT_SIZE}: "
                     "resize (letterbox) before sending"
                 )
             return np.asarray(image.convert("RGB"))
-    except (UnidentifiedImageError, OSError, SyntaxError) as exc:
+    except FrameError:
+        raise
+    except Image.DecompressionBombError:
+        raise FrameError(
+            f"JPEG header claims an image far larger than {INPUT_SIZE}x{INPUT_SIZE}: "
+            "resize (letterbox) before sending"
+        ) from None
+    except Exception as exc:  # any decoder failure is the request's fault, never the board's
         raise FrameError(f"frame is not a valid JPEG (corrupt or truncated): {exc}") from None
 
 

@@ -8,6 +8,7 @@ import time
 import uuid
 
 import grpc
+from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
@@ -67,6 +68,27 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
         self._cpu_cap_mhz: int | None = None
 
     # ------------------------------------------------------------------ data path
+    async def infer_bytes(self, request: bytes, context: grpc.aio.ServicerContext) -> pb.InferResponse:
+        """Parse here, not in gRPC: bytes that are not an InferRequest are the caller's fault
+        (INVALID_ARGUMENT), never an UNKNOWN that the scheduler would count against this board."""
+        try:
+            parsed = pb.InferRequest.FromString(request)
+        except DecodeError as exc:
+            return await self._fail(
+                context, grpc.StatusCode.INVALID_ARGUMENT, f"the request is not an InferRequest: {exc}"
+            )
+        return await self.Infer(parsed, context)
+
+    def inference_handler(self) -> grpc.GenericRpcHandler:
+        return grpc.method_handlers_generic_handler(
+            SERVICE_NAMES[0],
+            {
+                "Infer": grpc.unary_unary_rpc_method_handler(
+                    self.infer_bytes, response_serializer=pb.InferResponse.SerializeToString
+                )
+            },
+        )
+
     async def Infer(self, request: pb.InferRequest, context: grpc.aio.ServicerContext) -> pb.InferResponse:
         received = time.perf_counter()
         try:
@@ -224,7 +246,7 @@ async def serve(
         ("grpc.max_send_message_length", config.max_message_bytes),
     ]
     server = grpc.aio.server(options=options)
-    rpc.add_InferenceServicer_to_server(agent, server)
+    server.add_generic_rpc_handlers((agent.inference_handler(),))
     rpc.add_NodeServicer_to_server(agent, server)
     health_pb2_grpc.add_HealthServicer_to_server(agent.health, server)
     reflection.enable_server_reflection(SERVICE_NAMES, server)
