@@ -45,11 +45,13 @@ class AdminConfig(_Strict):
     """Who may call admin RPCs (active set, policy, drain, lease, CPU cap, fault injection).
 
     With TLS: peers whose certificate CN is in ``identities``. With ``token_file``: callers that send
-    ``authorization: Bearer <token>``. With neither, admin RPCs are open (closed lab network only).
+    ``authorization: Bearer <token>``. With neither, every admin RPC is refused (secure by default);
+    ``insecure_open: true`` opens them to anyone who can reach the port (a closed test network only).
     """
 
     identities: list[str] = ["npudure-admin"]
     token_file: str | None = None
+    insecure_open: bool = False
 
 
 class SimConfig(_Strict):

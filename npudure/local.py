@@ -78,9 +78,13 @@ class LocalCluster:
     workdir: Path | None = None
     start_timeout_s: float = 60.0
     log_level: str = "WARNING"
+    # Admin token the servers require; None: a new one in the workdir. While the cluster runs, this
+    # process's own clients use it (NPUDURE_ADMIN_TOKEN_FILE is set unless it already was).
+    admin_token_file: Path | None = None
     agents: dict[str, Proc] = field(default_factory=dict, init=False)
     scheduler: Proc | None = field(default=None, init=False)
     _tmp: tempfile.TemporaryDirectory | None = field(default=None, init=False)
+    _set_env: bool = field(default=False, init=False)
 
     @property
     def address(self) -> str:
@@ -93,6 +97,18 @@ class LocalCluster:
             self._tmp = tempfile.TemporaryDirectory(prefix="npudure-local-")
             self.workdir = Path(self._tmp.name)
         self.workdir.mkdir(parents=True, exist_ok=True)
+        admin: dict[str, Any] = {}
+        overrides = {**self.agent_overrides, **self.scheduler_overrides}
+        if not {"tls", "admin"} & overrides.keys():  # else the caller chose the credentials (e.g. mTLS)
+            if self.admin_token_file is None:
+                env = os.environ.get(security.ENV_TOKEN)
+                self.admin_token_file = (
+                    Path(env) if env else security.write_token(self.workdir / "admin-token")
+                )
+            if not os.environ.get(security.ENV_TOKEN):
+                os.environ[security.ENV_TOKEN] = str(self.admin_token_file)
+                self._set_env = True
+            admin = {"admin": {"token_file": str(self.admin_token_file)}}
         try:
             for i in range(1, self.boards + 1):
                 name = f"board{i}"
@@ -104,6 +120,7 @@ class LocalCluster:
                     "npu_cores": self.npu_cores,
                     "sim": {"time_scale": self.time_scale, "seed": i},
                     **({"model": self.model} if self.model else {}),
+                    **admin,
                     **self.agent_overrides,
                     **self.per_board_overrides.get(name, {}),
                 }
@@ -119,6 +136,7 @@ class LocalCluster:
                 "connections_per_board": self.connections_per_board,
                 "board_max_inflight": self.board_max_inflight,
                 "boards": [{"name": p.name, "address": p.address} for p in self.agents.values()],
+                **admin,
                 **self.scheduler_overrides,
             }
             self.scheduler = self._write("scheduler", "scheduler", sched)
@@ -159,6 +177,9 @@ class LocalCluster:
         procs = [p for p in [self.scheduler, *self.agents.values()] if p and p.process]
         for proc in procs:
             _terminate(proc.process)
+        if self._set_env:
+            os.environ.pop(security.ENV_TOKEN, None)
+            self._set_env = False
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
@@ -250,6 +271,10 @@ def run(args: argparse.Namespace) -> int:
         model=model,
         workdir=args.workdir,
         log_level="INFO",
+        # Where `npudure status/bench` in another shell look by default.
+        admin_token_file=Path(
+            security.client_token_file() or security.ensure_token(security.default_token_file())
+        ),
         scheduler_overrides={"listen": f"127.0.0.1:{args.port or free_port()}"},
     )
     stop = False
@@ -272,6 +297,7 @@ def run(args: argparse.Namespace) -> int:
     )
     for proc in cluster.agents.values():
         print(f"  {proc.name} {proc.address} pid {proc.pid}")
+    print(f"admin token {cluster.admin_token_file} (npudure status/bench find it there)")
     print(f"logs and configs in {cluster.workdir}; Ctrl-C stops everything", flush=True)
     try:
         while not stop:

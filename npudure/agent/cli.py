@@ -9,8 +9,8 @@ import sys
 
 from npudure import config as cfg
 from npudure.backends import BackendError, create_backend
-from npudure.runtime import ensure_malloc_tuning, setup_logging
-from npudure.security import SecurityError
+from npudure.runtime import EX_CONFIG, ensure_malloc_tuning, setup_logging
+from npudure.security import ListenError, SecurityError
 
 log = logging.getLogger("npudure.agent")
 
@@ -28,15 +28,15 @@ def run(args: argparse.Namespace) -> int:
         config = cfg.load(cfg.AgentConfig, args.config)
     except cfg.ConfigError as exc:
         print(f"npudure agent: {exc}", file=sys.stderr)
-        return 2
+        return EX_CONFIG
     if not args.check:
         ensure_malloc_tuning()
     setup_logging(args.log_level)
     try:
         backend = create_backend(config)
-    except BackendError as exc:
+    except BackendError as exc:  # unknown backend, missing model or runtime: the config names them
         print(f"npudure agent: {exc}", file=sys.stderr)
-        return 2
+        return EX_CONFIG
     if args.check:
         print(
             f"ok: {args.config}: backend {backend.name}{' (emulated)' if backend.emulated else ''}, "
@@ -51,7 +51,10 @@ def run(args: argparse.Namespace) -> int:
         asyncio.run(serve(config, backend))
     except (BackendError, SecurityError) as exc:
         print(f"npudure agent: {exc}", file=sys.stderr)
-        return 2
+        return EX_CONFIG
+    except ListenError as exc:
+        print(f"npudure agent: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         pass
     return 0

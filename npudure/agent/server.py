@@ -20,7 +20,7 @@ from npudure.backends import Backend, BackendError, create_backend
 from npudure.config import AgentConfig
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
-from npudure.runtime import wait_for_shutdown
+from npudure.runtime import SERVER_OPTIONS, wait_for_shutdown
 
 log = logging.getLogger(__name__)
 
@@ -242,6 +242,7 @@ async def serve(
     if config.affinity.pin_io_to_little and not split.uniform:
         cores.pin_current_thread(split.little)  # gRPC's own threads inherit the main thread's mask
     options = [
+        *SERVER_OPTIONS,
         ("grpc.max_receive_message_length", config.max_message_bytes),
         ("grpc.max_send_message_length", config.max_message_bytes),
     ]
@@ -250,14 +251,7 @@ async def serve(
     rpc.add_NodeServicer_to_server(agent, server)
     health_pb2_grpc.add_HealthServicer_to_server(agent.health, server)
     reflection.enable_server_reflection(SERVICE_NAMES, server)
-    try:
-        port = security.add_port(server, config.listen, config.tls)
-    except RuntimeError as exc:
-        raise BackendError(
-            f"cannot listen on {config.listen}: {exc} (is another agent running there?)"
-        ) from None
-    if port == 0:
-        raise BackendError(f"cannot listen on {config.listen}: the address is in use or not local")
+    security.add_port(server, config.listen, config.tls)
     await server.start()
     agent.metrics.serve(config.metrics_port)
     for name in ("", SERVICE_NAMES[0]):
