@@ -25,6 +25,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from npudure import security
 from npudure.runtime import MALLOC_TUNING
+from npudure.scheduler.policies import POLICIES
 
 
 def free_port() -> int:
@@ -128,7 +129,7 @@ class LocalCluster:
             for proc in self.agents.values():
                 self._spawn(proc, "agent")
             for proc in self.agents.values():
-                wait_serving(proc.address, self.start_timeout_s, proc.process)
+                self._wait(proc)
             sched = {
                 "listen": f"127.0.0.1:{free_port()}",
                 "metrics_port": 0,
@@ -141,11 +142,20 @@ class LocalCluster:
             }
             self.scheduler = self._write("scheduler", "scheduler", sched)
             self._spawn(self.scheduler, "scheduler")
-            wait_serving(self.scheduler.address, self.start_timeout_s, self.scheduler.process)
+            self._wait(self.scheduler)
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _wait(self, proc: Proc) -> None:
+        """Wait until ``proc`` serves; if it exited, say why in its own words (its last log line)."""
+        try:
+            wait_serving(proc.address, self.start_timeout_s, proc.process)
+        except RuntimeError as exc:
+            lines = self.logs(proc.name).strip().splitlines()
+            reason = lines[-1] if lines else "no output"
+            raise RuntimeError(f"{proc.name} did not start: {reason} ({exc})") from None
 
     def _write(self, name: str, kind: str, config: dict[str, Any]) -> Proc:
         assert self.workdir is not None
@@ -247,7 +257,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--time-scale", type=float, default=1.0, help="sim: stretch service times (default 1)"
     )
-    parser.add_argument("--policy", default="least_inflight")
+    parser.add_argument(
+        "--policy", default="least_inflight", choices=POLICIES, help="scheduler policy (default %(default)s)"
+    )
     parser.add_argument("--connections-per-board", type=int, default=2)
     parser.add_argument("--port", type=int, default=50050, help="scheduler port on 127.0.0.1 (0 = any free)")
     parser.add_argument("--workdir", type=Path, help="keep configs and logs here (default: a temp dir)")
@@ -257,6 +269,14 @@ def run(args: argparse.Namespace) -> int:
     if args.boards < 1:
         print("npudure local: --boards must be at least 1", file=sys.stderr)
         return 2
+    if args.workdir is not None:
+        try:
+            args.workdir.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryFile(dir=args.workdir):
+                pass
+        except OSError as exc:
+            print(f"npudure local: cannot use --workdir {args.workdir}: {exc.strerror}", file=sys.stderr)
+            return 1
     model = args.model
     if args.backend == "onnx" and not model:
         from npudure.model import ensure_model  # built once, then cached

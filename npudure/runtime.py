@@ -25,6 +25,14 @@ def ensure_malloc_tuning() -> None:
     os.execve(sys.executable, [sys.executable, "-m", "npudure", *sys.argv[1:]], env)
 
 
+# The --log-level choices: logging's own level names, most verbose first.
+LOG_LEVELS = tuple(
+    name
+    for name, _ in sorted(logging.getLevelNamesMapping().items(), key=lambda kv: kv[1])
+    if name not in ("NOTSET", "WARN", "FATAL")
+)
+
+
 def setup_logging(level: str = "INFO") -> None:
     logging.basicConfig(
         level=getattr(logging, level.upper(), logging.INFO),

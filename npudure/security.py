@@ -157,6 +157,21 @@ def client_tls() -> TlsConfig | None:
     return TlsConfig(ca=values[0], cert=values[1], key=values[2])
 
 
+def tls_hint(exc: grpc.RpcError) -> str:
+    """A hint for the one failure plaintext clients meet against a TLS server: a closed socket."""
+    details = (exc.details() or "").lower()
+    if (
+        exc.code() == grpc.StatusCode.UNAVAILABLE
+        and client_tls() is None
+        and ("socket closed" in details or "connection reset" in details or "handshake" in details)
+    ):
+        return (
+            f"; if the server speaks TLS, pass its CA and your certificate: {ENV_CA}, {ENV_CERT} and "
+            f"{ENV_KEY} (docs/security.md)"
+        )
+    return ""
+
+
 def channel_credentials(tls: TlsConfig) -> grpc.ChannelCredentials:
     return grpc.ssl_channel_credentials(
         root_certificates=_read(tls.ca, "CA certificate"),

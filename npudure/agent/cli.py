@@ -9,7 +9,7 @@ import sys
 
 from npudure import config as cfg
 from npudure.backends import BackendError, create_backend
-from npudure.runtime import EX_CONFIG, ensure_malloc_tuning, setup_logging
+from npudure.runtime import EX_CONFIG, LOG_LEVELS, ensure_malloc_tuning, setup_logging
 from npudure.security import ListenError, SecurityError
 
 log = logging.getLogger("npudure.agent")
@@ -20,7 +20,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--check", action="store_true", help="validate the config and load the backend and model, then exit"
     )
-    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument(
+        "--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS, help="log verbosity (default INFO)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

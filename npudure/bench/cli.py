@@ -8,10 +8,13 @@ Exit codes: 0 finished and every run valid; 3 finished but some runs are invalid
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from pathlib import Path
 from typing import Any
+
+from npudure.scheduler.policies import POLICIES
 
 EXIT_OK, EXIT_ERROR, EXIT_REFUSED, EXIT_INVALID_RUNS, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -108,7 +111,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     run.add_argument("--sweep-repetitions", type=int, help="repetitions of the sweep (default 2)")
     run.add_argument("--repetitions", type=int, help="repetitions per node count (default 3; quick 2)")
-    run.add_argument("--policy", help="scheduler policy for sweep and scaling (default: as configured)")
+    run.add_argument(
+        "--policy", choices=POLICIES, help="scheduler policy for sweep and scaling (default: as configured)"
+    )
     run.add_argument(
         "--hetero-ladder", type=_ints, help="CPU caps in MHz for one board (default reference ladder)"
     )
@@ -122,7 +127,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sweep.add_argument("--sweep", type=_ints)
     sweep.add_argument("--repetitions", type=int)
     sweep.add_argument("--boards-max", type=int)
-    sweep.add_argument("--policy")
+    sweep.add_argument("--policy", choices=POLICIES)
 
     scaling = sub.add_parser("scaling", help="1..N boards at a given per-board concurrency")
     _common(scaling)
@@ -131,7 +136,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     scaling.add_argument("--repetitions", type=int)
     scaling.add_argument("--boards-max", type=int)
-    scaling.add_argument("--policy")
+    scaling.add_argument("--policy", choices=POLICIES)
 
     hetero = sub.add_parser("hetero", help="cap one board's CPU down a ladder, per policy")
     _common(hetero)
@@ -195,6 +200,9 @@ def run(args: argparse.Namespace) -> int:
     from npudure.bench.session import BenchSession, BenchSettings
     from npudure.bench.sweep import operating_concurrency
 
+    if args.out and (problem := _unwritable(Path(args.out))):
+        print(f"npudure bench: --out {args.out}: {problem}", file=sys.stderr)
+        return EXIT_REFUSED
     _tune_malloc()
     settings = BenchSettings(
         warmup_s=_default(args, "warmup"),
@@ -245,6 +253,16 @@ def run(args: argparse.Namespace) -> int:
     if session.summary and session.summary["runs_invalid"]:
         return EXIT_INVALID_RUNS
     return EXIT_ERROR if session.restore_problems else EXIT_OK
+
+
+def _unwritable(out: Path) -> str | None:
+    """Why the result folder cannot be made there (checked before the lease is taken), or None."""
+    parent = next((p for p in (out.parent, *out.parent.parents) if p.exists()), Path("."))
+    if not parent.is_dir():
+        return f"{parent} is not a folder"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"{parent} is not writable by this user"
+    return None
 
 
 def _print_summary(session: Any, summary_text: Any) -> None:

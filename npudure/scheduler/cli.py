@@ -7,7 +7,7 @@ import asyncio
 import sys
 
 from npudure import config as cfg
-from npudure.runtime import EX_CONFIG, ensure_malloc_tuning, setup_logging
+from npudure.runtime import EX_CONFIG, LOG_LEVELS, ensure_malloc_tuning, setup_logging
 from npudure.security import ListenError, SecurityError
 
 
@@ -16,7 +16,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--config", required=True, help="scheduler YAML config (e.g. /etc/npudure/scheduler.yml)"
     )
     parser.add_argument("--check", action="store_true", help="validate the config and exit")
-    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument(
+        "--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS, help="log verbosity (default INFO)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
