@@ -33,11 +33,32 @@ LOG_LEVELS = tuple(
 )
 
 
+# syslog priorities (sd-daemon.h): debug 7, info 6, warning 4, err 3, crit 2.
+JOURNAL_PRIORITY = {
+    logging.DEBUG: 7,
+    logging.INFO: 6,
+    logging.WARNING: 4,
+    logging.ERROR: 3,
+    logging.CRITICAL: 2,
+}
+
+
+class JournalFormatter(logging.Formatter):
+    """Prefix each line with its syslog priority (``<4>`` = warning) so journald files it at that level:
+    ``journalctl -p warning`` then shows the warnings. The journal adds its own time stamp."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        priority = JOURNAL_PRIORITY.get(record.levelno, 6)
+        return "\n".join(f"<{priority}>{line}" for line in super().format(record).splitlines())
+
+
 def setup_logging(level: str = "INFO") -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    handler = logging.StreamHandler()
+    if os.environ.get("JOURNAL_STREAM"):  # stderr is connected to journald
+        handler.setFormatter(JournalFormatter("%(levelname)s %(name)s: %(message)s"))
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), handlers=[handler])
 
 
 async def wait_for_shutdown() -> None:

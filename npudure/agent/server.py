@@ -12,7 +12,7 @@ from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from npudure import __version__, frames, security, telemetry
+from npudure import __version__, frames, sdnotify, security, telemetry
 from npudure.affinity import cores
 from npudure.agent.metrics import AgentMetrics
 from npudure.agent.pool import PoolFull, WorkerPool
@@ -268,10 +268,13 @@ async def serve(
     )
     if ready:
         ready.set()
+    pinger = await sdnotify.serving(f"serving on {config.listen}")
     try:
         await wait_for_shutdown()
         log.info("agent %s shutting down", config.node_name)
     finally:
+        sdnotify.notify("STOPPING=1")
+        pinger.cancel()
         watchdog.cancel()
         await agent.health.enter_graceful_shutdown()
         await server.stop(grace=2)

@@ -10,7 +10,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from npudure import __version__, security
+from npudure import __version__, sdnotify, security
 from npudure.config import SchedulerConfig
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
@@ -262,9 +262,12 @@ async def serve(config: SchedulerConfig, ready: asyncio.Event | None = None) -> 
     )
     if ready:
         ready.set()
+    pinger = await sdnotify.serving(f"serving on {config.listen}")
     try:
         await wait_for_shutdown()
     finally:
+        sdnotify.notify("STOPPING=1")
+        pinger.cancel()
         await scheduler.health.enter_graceful_shutdown()
         await server.stop(grace=2)
         await scheduler.close()
