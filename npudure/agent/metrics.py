@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from npudure import metrics_http
+from npudure.config import TlsConfig
 
 STAGE_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
 
@@ -10,6 +13,7 @@ STAGE_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1
 class AgentMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        metrics_http.add_standard_collectors(self.registry)
         self.requests = Counter(
             "npudure_agent_requests",
             "Inference requests by gRPC status code",
@@ -31,6 +35,5 @@ class AgentMetrics:
             "npudure_agent_hung_workers", "Workers stuck past the hang timeout", registry=self.registry
         )
 
-    def serve(self, port: int) -> None:
-        if port:
-            start_http_server(port, registry=self.registry)
+    def serve(self, listen: str, port: int, metrics_listen: str | None, tls: TlsConfig | None) -> object:
+        return metrics_http.serve(self.registry, listen, port, metrics_listen, tls)

@@ -253,7 +253,7 @@ async def serve(
     reflection.enable_server_reflection(SERVICE_NAMES, server)
     security.add_port(server, config.listen, config.tls)
     await server.start()
-    agent.metrics.serve(config.metrics_port)
+    agent.metrics.serve(config.listen, config.metrics_port, config.metrics_listen, config.tls)
     for name in ("", SERVICE_NAMES[0]):
         await agent.health.set(name, health_pb2.HealthCheckResponse.SERVING)
     watchdog = asyncio.create_task(agent.watch_hangs())

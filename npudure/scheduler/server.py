@@ -250,7 +250,7 @@ async def serve(config: SchedulerConfig, ready: asyncio.Event | None = None) -> 
         raise
     scheduler.start_monitors()
     await server.start()
-    scheduler.metrics.serve(config.metrics_port)
+    scheduler.metrics.serve(config.listen, config.metrics_port, config.metrics_listen, config.tls)
     for name in ("", INFERENCE):
         await scheduler.health.set(name, health_pb2.HealthCheckResponse.SERVING)
     log.info(
