@@ -37,11 +37,7 @@ def load_image(path: Path) -> np.ndarray:
 
 
 def seeded_frame(seed: int) -> np.ndarray:
-    try:
-        from npudure.model.frames import synthetic_frame
-    except ImportError:  # the model package is optional on a scheduler host
-        return np.random.default_rng(seed).integers(0, 256, (640, 640, 3), dtype=np.uint8)
-    return synthetic_frame(seed)
+    return frames.synthetic_frame(seed)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

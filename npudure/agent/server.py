@@ -94,7 +94,7 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
         try:
             frames.check_request(request.encoding, request.frame)
             self.metrics.queue_depth.set(self.pool.waiting + 1)
-            outcome = await self.pool.run(lambda: frames.decode(request.encoding, request.frame))
+            outcome = await self.pool.run(lambda: frames.decode_checked(request.encoding, request.frame))
         except frames.FrameError as exc:
             return await self._fail(context, exc.code, str(exc))
         except PoolFull as exc:
