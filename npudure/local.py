@@ -24,6 +24,7 @@ import yaml
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from npudure import security
+from npudure.config import BACKENDS
 from npudure.runtime import MALLOC_TUNING
 from npudure.scheduler.policies import POLICIES
 
@@ -250,17 +251,24 @@ def _terminate(process: subprocess.Popen, timeout_s: float = 10.0) -> None:
 # ---------------------------------------------------------------------- CLI
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--boards", type=int, default=3, help="number of agents (default 3)")
-    parser.add_argument("--backend", choices=("sim", "onnx", "rknn"), default="sim")
+    parser.add_argument(
+        "--backend", choices=BACKENDS, default="sim", help="sim: emulated NPU; onnx: CPU (default sim)"
+    )
     parser.add_argument(
         "--model", help="model file for the onnx/rknn backend (default: build/cached YOLOv8n)"
     )
     parser.add_argument(
-        "--time-scale", type=float, default=1.0, help="sim: stretch service times (default 1)"
+        "--time-scale",
+        type=float,
+        default=1.0,
+        help="sim: service-time multiplier, 10 = ten times slower boards (default 1)",
     )
     parser.add_argument(
         "--policy", default="least_inflight", choices=POLICIES, help="scheduler policy (default %(default)s)"
     )
-    parser.add_argument("--connections-per-board", type=int, default=2)
+    parser.add_argument(
+        "--connections-per-board", type=int, default=2, help="scheduler gRPC channels per board (default 2)"
+    )
     parser.add_argument("--port", type=int, default=50050, help="scheduler port on 127.0.0.1 (0 = any free)")
     parser.add_argument("--workdir", type=Path, help="keep configs and logs here (default: a temp dir)")
 

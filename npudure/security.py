@@ -140,7 +140,9 @@ class AdminGuard:
         log.warning("refused admin call %s from %s: no valid admin credentials", rpc_name, context.peer())
         how = "a client certificate whose CN is an admin identity" if self.tls else ""
         if self.token is not None:
-            how = (how + " or " if how else "") + "the admin token (NPUDURE_ADMIN_TOKEN_FILE)"
+            how = (how + " or " if how else "") + (
+                "the admin token (NPUDURE_ADMIN_TOKEN_FILE, or ~/.config/npudure/admin-token)"
+            )
         if not how:
             how = "credentials, and this server has none configured (set admin.token_file or tls)"
         await context.abort(grpc.StatusCode.PERMISSION_DENIED, f"{rpc_name} is an admin call: it needs {how}")
