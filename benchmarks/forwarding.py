@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""Forwarding cost of the NPUDure scheduler next to nginx ``grpc_pass``: prints figures, asserts nothing.
+"""Forwarding cost of the NPUDure scheduler next to nginx ``grpc_pass`` and proxyless clients: prints
+figures, asserts nothing.
 
 Same run, same agents, same 1.2 MB raw frames, same load generator:
 
 1. forwarding capacity (req/s, closed loop at saturation) and the proxy's CPU-ms per request,
-   for the scheduler, for nginx (``least_conn``, one worker), and straight to the agents (the ceiling
-   the generator and agents allow);
+   for the scheduler, for nginx (``least_conn``, one worker), proxyless (the generator's gRPC channel
+   balances over the boards itself from the scheduler's ``GetRoute``: weighted_round_robin + ORCA,
+   no proxy), and straight to the agents (round robin over the addresses by hand: the ceiling the
+   generator and agents allow);
 2. latency the proxy adds at concurrency 1 (p50/p99 via the proxy minus direct), targets interleaved;
 3. routing decision time: each policy's choose() + in-flight bookkeeping on N boards, and the
    ``route_us`` / ``scheduler_queue_us`` the scheduler reports in its responses.
@@ -48,6 +51,8 @@ from typing import Any
 
 import numpy as np
 
+from npudure.bench.cpu import host_cpu_busy_s, process_cpu_s
+from npudure.local import free_port
 from npudure.runtime import MALLOC_TUNING
 
 FRAME_SHAPE = (640, 640, 3)
@@ -57,24 +62,15 @@ STARVED = 0.25  # runnable without a CPU this fraction of the time: contention d
 TARGET_CAPACITY_RATIO = 1.0  # the issue's targets
 TARGET_ADDED_P50_MS = 1.0
 CLIENT_CONNECTIONS = 2  # generator -> each target address (separate TCP connections)
+NO_PROXY = ("direct", "proxyless")  # paths without a proxy process: no proxy CPU to meter
+TARGET_PROXYLESS_VS_DIRECT = 0.98
+TARGET_PROXYLESS_ADDED_P50_MS = 0.1
 
 
 # ====================================================================== CPU accounting and pinning
-def _ticks() -> int:
-    try:
-        return os.sysconf("SC_CLK_TCK")
-    except (ValueError, OSError):
-        return 100
-
-
 def proc_cpu_s(pid: int) -> float:
     """utime + stime of a whole process (all threads), in seconds; 0 if it is gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return 0.0
-    fields = stat[stat.rfind(")") + 2 :].split()  # the command name may hold spaces
-    return (int(fields[11]) + int(fields[12])) / _ticks()
+    return process_cpu_s(pid) or 0.0
 
 
 def proc_wait_s(pid: int) -> float:
@@ -89,12 +85,8 @@ def proc_wait_s(pid: int) -> float:
 
 def host_busy_s() -> float:
     """Busy CPU seconds of the whole host since boot (all cores), from /proc/stat."""
-    try:
-        values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    except (OSError, ValueError):
-        return 0.0
-    idle = values[3] + (values[4] if len(values) > 4 else 0)
-    return (sum(values) - idle) / _ticks()
+    busy = host_cpu_busy_s()
+    return busy[0] if busy else 0.0
 
 
 def children_of(pid: int) -> list[int]:
@@ -163,18 +155,24 @@ class _Generator:
         self.calls: dict[str, list[Any]] = {}
         self.rr: dict[str, Iterable[int]] = {}
 
-    async def open(self, targets: dict[str, list[str]]) -> dict[str, Any]:
+    async def open(
+        self, targets: dict[str, list[str]], proxyless: tuple[str, list[tuple[str, Any]]] | None = None
+    ) -> dict[str, Any]:
         grpc = self.grpc
         options = [
             ("grpc.max_send_message_length", 16 << 20),
             ("grpc.max_receive_message_length", 16 << 20),
             ("grpc.use_local_subchannel_pool", 1),  # one TCP connection per channel
         ]
-        for name, addresses in targets.items():
+        plans = {name: [(a, options) for a in addresses] for name, addresses in targets.items()}
+        if proxyless:
+            # One multi-address target with the scheduler's service config: gRPC picks the board.
+            plans["proxyless"] = [(proxyless[0], proxyless[1])]
+        for name, plan in plans.items():
             calls = []
-            for address in addresses:
+            for address, opts in plan:
                 for _ in range(CLIENT_CONNECTIONS):
-                    channel = grpc.aio.insecure_channel(address, options=options)
+                    channel = grpc.aio.insecure_channel(address, options=opts)
                     self.channels.append(channel)
                     calls.append(channel.unary_unary(INFER_METHOD))
             self.calls[name], self.rr[name] = calls, itertools.count()
@@ -362,12 +360,6 @@ def nginx_version(binary: str) -> tuple[int, ...] | None:
         return None
     match = re.search(r"nginx/(\d+)\.(\d+)\.(\d+)", out.stderr + out.stdout)
     return tuple(int(x) for x in match.groups()) if match else None
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _die_with_parent_hook() -> Callable[[], None] | None:
@@ -623,7 +615,7 @@ def capacity_phase(gen: Generator, targets: list[str], groups: dict[str, list[in
             )
             cpu = marks["cpu"]
             n = result["completed"]
-            proxy_cpu = cpu.get(target, 0.0) if target != "direct" else 0.0
+            proxy_cpu = cpu.get(target, 0.0) if target not in NO_PROXY else 0.0
             run = {
                 "target": target,
                 "repetition": rep + 1,
@@ -632,10 +624,10 @@ def capacity_phase(gen: Generator, targets: list[str], groups: dict[str, list[in
                 "capacity_req_per_s": n / result["window_s"],
                 "latency_p50_ms": pct(result["latency_ms"], 50),
                 "latency_p99_ms": pct(result["latency_ms"], 99),
-                "proxy_cpu_ms_per_req": proxy_cpu / n * 1e3 if n and target != "direct" else None,
-                "proxy_core_busy": proxy_cpu / cpu["wall"] if target != "direct" else None,
+                "proxy_cpu_ms_per_req": proxy_cpu / n * 1e3 if n and target not in NO_PROXY else None,
+                "proxy_core_busy": proxy_cpu / cpu["wall"] if target not in NO_PROXY else None,
                 # Runnable but not running: starved by other processes, or its own threads, on its CPU.
-                "proxy_cpu_wait": cpu[f"{target}_wait"] / cpu["wall"] if target != "direct" else None,
+                "proxy_cpu_wait": cpu[f"{target}_wait"] / cpu["wall"] if target not in NO_PROXY else None,
                 "generator_cpu_ms_per_req": cpu["generator"] / n * 1e3 if n else None,
                 "generator_core_busy": cpu["generator"] / cpu["wall"],
                 "agents_cpu_ms_per_req": cpu["agents"] / n * 1e3 if n else None,
@@ -751,6 +743,18 @@ def verdicts(summary: dict[str, Any]) -> dict[str, Any]:
             "target": TARGET_CAPACITY_RATIO,
             "reached": judged >= TARGET_CAPACITY_RATIO,
         }
+    if "proxyless" in cap:
+        p, d = cap["proxyless"]["capacity_req_per_s"], cap["direct"]["capacity_req_per_s"]
+        nginx = cap["nginx"]["capacity_req_per_s"] if "nginx" in cap else None
+        added_p = lat["proxyless"]["added_p50_ms"]
+        out["proxyless"] = {
+            "vs_direct": p / d if d else None,
+            "vs_nginx": p / nginx if nginx else None,
+            "added_p50_ms": added_p,
+            "reached_vs_direct": bool(d and p / d >= TARGET_PROXYLESS_VS_DIRECT),
+            "reached_vs_nginx": None if nginx is None else p >= nginx,
+            "reached_added_p50": added_p is not None and added_p <= TARGET_PROXYLESS_ADDED_P50_MS,
+        }
     added = lat["scheduler"]["added_p50_ms"]
     out["added_p50_ms"] = {
         "value": added,
@@ -780,7 +784,9 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "
 
 def report(conditions: dict, summary: dict, routing: list[dict], targets: list[str], nginx_note: str) -> str:
     out: list[str] = ["", "=" * 100]
-    out.append("NPUDure scheduler forwarding vs nginx grpc_pass — backend sim (EMULATED NPU), loopback")
+    out.append(
+        "NPUDure scheduler forwarding vs nginx grpc_pass vs proxyless — backend sim (EMULATED NPU), loopback"
+    )
     out.append("=" * 100)
     out += [f"  {key:15s} {value}" for key, value in conditions.items()]
     if nginx_note:
@@ -833,7 +839,7 @@ def report(conditions: dict, summary: dict, routing: list[dict], targets: list[s
         "  others: CPU used by processes outside this benchmark during the window (a shared machine).",
     ]
     for t in targets:
-        if t == "direct" or cap[t]["saturated"]:
+        if t in NO_PROXY or cap[t]["saturated"]:
             continue
         wait = cap[t]["proxy_cpu_wait"] or 0.0
         if wait >= STARVED:
@@ -916,6 +922,23 @@ def report(conditions: dict, summary: dict, routing: list[dict], targets: list[s
     out.append(
         f"  target ≤ {a['target']:.1f} ms added p50 (scheduler): {reached} ({fmt(a['value'])} ms{nginx_part})"
     )
+    if "proxyless" in v:
+        p = v["proxyless"]
+
+        def verdict(ok: bool | None) -> str:
+            return "NOT MEASURED" if ok is None else ("REACHED" if ok else "NOT REACHED")
+
+        out.append(
+            f"  target proxyless ≥ {TARGET_PROXYLESS_VS_DIRECT:.2f}× direct: "
+            f"{verdict(p['reached_vs_direct'])} ({fmt(p['vs_direct'])}×)"
+        )
+        out.append(
+            f"  target proxyless ≥ nginx: {verdict(p['reached_vs_nginx'])} ({fmt(p['vs_nginx'])}× nginx)"
+        )
+        out.append(
+            f"  target ≤ {TARGET_PROXYLESS_ADDED_P50_MS:.1f} ms added p50 (proxyless): "
+            f"{verdict(p['reached_added_p50'])} ({fmt(p['added_p50_ms'])} ms)"
+        )
     out.append("=" * 100)
     return "\n".join(out)
 
@@ -985,7 +1008,9 @@ def conditions_for(args, plan: Plan, nginx_version_text: str, payload_bytes: int
         "nginx setup": "worker_processes 1 (one process, like the scheduler), upstream least_conn over the "
         f"same agents, keepalive {2 * args.concurrency}, grpc_pass grpc://, h2c listener, "
         "client_max_body_size 8m, client_body_buffer_size 2m, access_log off",
-        "generator": f"separate process, grpc.aio raw bytes, {CLIENT_CONNECTIONS} connections per address",
+        "generator": f"separate process, grpc.aio raw bytes, {CLIENT_CONNECTIONS} connections per address; "
+        f"proxyless: {CLIENT_CONNECTIONS} channels to the GetRoute target (weighted_round_robin + ORCA, "
+        "health checking, retries), each with one connection per agent",
         "pinning": plan.description,
         "capacity runs": f"closed loop, concurrency {args.concurrency}, warm-up {args.warmup} s, "
         f"{args.duration} s measured, {args.repetitions} repetition(s), targets rotated",
@@ -1004,6 +1029,7 @@ def _interrupt(signum: int, frame: Any) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM cleans up like Ctrl-C: finally blocks run
+    from npudure.client_proxyless import channel_options, fetch_route
     from npudure.local import LocalCluster
 
     def log(message: str) -> None:
@@ -1040,11 +1066,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         log(f"starting {args.agents} sim agents and the scheduler...")
         cluster.start()
         agent_addresses = [p.address for p in cluster.agents.values()]
-        targets = ["scheduler", "direct"]
+        targets = ["scheduler", "proxyless", "direct"]
         if version:
             nginx = Nginx(args.nginx, version, agent_addresses, keepalive=2 * args.concurrency)
             nginx.start()
-            targets = ["scheduler", "nginx", "direct"]
+            targets = ["scheduler", "nginx", "proxyless", "direct"]
         assert cluster.scheduler is not None and cluster.scheduler.pid is not None
         agent_pids = [p.pid for p in cluster.agents.values() if p.pid]
         gen = Generator(plan.rest_cpus)
@@ -1054,7 +1080,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         addresses = {"scheduler": [cluster.address], "direct": agent_addresses}
         if nginx:
             addresses["nginx"] = [nginx.address]
-        opened = gen.call("open", addresses, timeout_s=60)
+        route = fetch_route(cluster.address)
+        opened = gen.call("open", addresses, (route.target, channel_options(route)), timeout_s=60)
         groups = {"scheduler": [cluster.scheduler.pid], "agents": agent_pids, "generator": [gen.pid]}
         if nginx:
             groups["nginx"] = nginx.pids()

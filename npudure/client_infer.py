@@ -13,6 +13,7 @@ import grpc
 import numpy as np
 
 from npudure import frames, security
+from npudure.client_proxyless import RouteError, channel_options, fetch_route
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 
@@ -47,6 +48,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--encoding", choices=("raw", "jpeg"), default="raw")
     parser.add_argument("--timeout", type=float, default=10.0, help="per-request deadline, s (default 10)")
     parser.add_argument("--json", action="store_true", help="one JSON line per response")
+    parser.add_argument(
+        "--proxyless",
+        action="store_true",
+        help="ask the scheduler at --target for the route and send the frames straight to the boards "
+        "(gRPC balances them; docs/proxyless.md)",
+    )
+
+
+def _open(args: argparse.Namespace) -> grpc.Channel:
+    if not args.proxyless:
+        return security.channel(args.target, options=[("grpc.max_send_message_length", 16 << 20)])
+    route = fetch_route(args.target, timeout_s=args.timeout)
+    if not args.json:
+        print(f"proxyless: {route.target} ({', '.join(name for name, _ in route.boards)})")
+    return security.channel(route.target, channel_options(route))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -59,7 +75,12 @@ def run(args: argparse.Namespace) -> int:
     payloads = [frames.encode_jpeg(i) if args.encoding == "jpeg" else i.tobytes() for i in images]
     nodes: Counter[str] = Counter()
     failures = 0
-    with security.channel(args.target, options=[("grpc.max_send_message_length", 16 << 20)]) as channel:
+    try:
+        opened = _open(args)
+    except (RouteError, security.SecurityError) as exc:
+        print(f"npudure infer: {exc}", file=sys.stderr)
+        return 1
+    with opened as channel:
         stub = rpc.InferenceStub(channel)
         for n in range(args.count):
             request = pb.InferRequest(

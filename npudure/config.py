@@ -209,7 +209,3 @@ def load(model: type[Model], path: str | Path) -> Model:
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     return parse(model, data, str(path))
-
-
-def dump(config: BaseModel) -> str:
-    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)

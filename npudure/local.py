@@ -209,11 +209,6 @@ class LocalCluster:
             proc.process.kill()
             proc.process.wait(timeout=10)
 
-    def stop_agent(self, name: str) -> None:
-        proc = self.agents[name]
-        if proc.process:
-            _terminate(proc.process)
-
     def restart_agent(self, name: str) -> None:
         """Start a stopped/killed agent again on the same address (a new emulated boot id)."""
         proc = self.agents[name]

@@ -199,6 +199,51 @@ def test_restarted_agent_makes_the_run_invalid(
     assert run.meta["boot_ids_before"]["board1"] == run.meta["boot_ids_after"]["board1"]
 
 
+def test_a_declared_reboot_is_noted_and_the_run_stays_valid(
+    cluster: LocalCluster, frames: FrameSet, tmp_path: Path
+) -> None:
+    def reboot() -> None:
+        cluster.kill_agent("board2")
+        cluster.restart_agent("board2")
+
+    with _session(cluster, tmp_path / "planned", frames, duration_s=5.0, expect_reboot=("board2",)) as bench:
+        thread = _after_served(cluster, "board2", 15, reboot)
+        run = bench.execute(_spec(bench, "planned"))
+        thread.join(timeout=30)
+    assert run.meta["boot_ids_before"]["board2"] != run.meta["boot_ids_after"]["board2"]
+    assert run.summary["valid"], run.summary["invalid_reasons"]
+    assert run.spec["expect_reboot"] == ["board2"]
+    assert any("boot id changed" in n for n in run.summary["noted"])
+
+
+def test_local_and_proxyless_paths_reach_the_boards_without_the_scheduler(
+    cluster: LocalCluster, frames: FrameSet, tmp_path: Path
+) -> None:
+    served_before = _cluster_status(cluster).served_total
+    with _session(cluster, tmp_path / "paths", frames) as bench:
+        local = bench.run("local", per_board=2, board="board1")
+        proxyless = bench.run("scaling", "proxyless", per_board=2, repetitions=1)
+    summary = bench.summary
+    assert summary is not None and summary["runs_valid"] == 4, summary["runs_invalid"]
+    by_id = {r["run_id"]: r for r in summary["runs"]}
+    assert by_id["local-board1-agent-r0"]["via"] == "agent"
+    assert by_id["scaling-proxyless-n2-r0"]["via"] == "proxyless"
+    # Per-board counts come from each response's node field, on every path.
+    assert by_id["local-board1-agent-r0"]["answered_boards"] == ["board1"]
+    shares = by_id["scaling-proxyless-n2-r0"]["boards"]
+    assert set(shares) == {"board1", "board2"} and all(v["samples_ok"] > 0 for v in shares.values())
+    # Only the scheduler-path run of the local comparison went through the scheduler.
+    through_scheduler = (
+        by_id["local-board1-scheduler-r0"]["samples_ok"] + by_id["local-board1-scheduler-r0"]["samples_error"]
+    )
+    assert _cluster_status(cluster).served_total - served_before < 2 * through_scheduler + 50
+    row = local["boards"]["board1"]
+    assert row["cluster_via"] == "scheduler" and row["cluster_over_local_x"] is not None
+    assert proxyless["points"]["2"]["conditions"]["via"] == "proxyless"
+    assert "straight to the agent" in (tmp_path / "paths" / "report.md").read_text()
+    assert recompute(tmp_path / "paths")[1] == []
+
+
 def test_agent_stopped_mid_run_makes_the_run_invalid(
     cluster: LocalCluster, frames: FrameSet, tmp_path: Path
 ) -> None:

@@ -205,8 +205,10 @@ def test_open_loop_sends_on_schedule_and_measures_from_the_intended_time(
     assert intended == pytest.approx(np.arange(len(s)) / rate)
     lag_ms = (s.sent_s - s.intended_s) * 1e3
     assert (lag_ms >= 0).all()  # never early
-    # Bounded lateness on an idle loopback target (generous: a shared 2-core machine).
-    assert np.median(lag_ms) < 20 and lag_ms.max() < 500
+    # How late the sends were is a figure, not a pass/fail here: it is in the schedule report (and the
+    # open-loop table's "send lag p99" column), and it must be the lag of these very samples.
+    in_window = s.measured(result.window_start_s, result.window_end_s)
+    assert result.schedule["send_lag_p99_ms"] == pytest.approx(np.percentile(lag_ms[in_window], 99))
     # Latency counts from the intended send time, so it includes any send lag.
     assert np.allclose(s.latency_ms, (s.done_s - s.intended_s) * 1e3)
     assert (s.latency_ms >= (s.done_s - s.sent_s) * 1e3 - 1e-9).all()

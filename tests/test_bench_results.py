@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import json
+import re
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +57,8 @@ DIMENSIONLESS = {
     "cluster_served_total",
     "node_served_total",
     "connections_per_board",
+    "via",
+    "noted",
 }
 UNIT_SUFFIXES = ("_ms", "_s", "_inf_per_s", "_pct", "_pct_of_core", "_c", "_mhz", "_x", "_bytes")
 
@@ -160,7 +164,12 @@ def test_default_result_folders_are_fresh_each_time(tmp_path: Path) -> None:
     a = ResultDir.create(None, base=tmp_path)
     b = ResultDir.create(None, base=tmp_path)
     assert a.path != b.path and a.path.parent == b.path.parent == tmp_path
-    assert a.path.name.endswith(a.path.name[-6:]) and "T" in a.path.name and a.path.name[15] == "Z"
+    # <UTC time>-<id>: a parseable UTC timestamp (within a minute of now) and a 6-hex-digit id.
+    stamp, _, ident = a.path.name.partition("-")
+    made = datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+    assert abs((datetime.now(UTC) - made).total_seconds()) < 60
+    assert re.fullmatch(r"[0-9a-f]{6}", ident), a.path.name
+    assert a.path.name.partition("-")[2] != b.path.name.partition("-")[2]  # distinct ids, not only times
 
 
 def test_summary_figures_from_synthetic_raw_samples(synthetic: ResultDir) -> None:

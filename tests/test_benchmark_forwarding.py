@@ -84,30 +84,32 @@ def test_quick_run_prints_every_figure_for_scheduler_nginx_and_direct(tmp_path):
         assert label in stdout, f"{label!r} missing from the output:\n{stdout}"
     for name in POLICIES:
         assert f"policy {name}" in stdout
-    assert {"scheduler", "nginx", "direct"} <= capacity_rows(stdout)
+    assert {"scheduler", "nginx", "proxyless", "direct"} <= capacity_rows(stdout)
     assert "capacity scheduler/nginx" in stdout
     assert "REACHED" in stdout  # both verdict lines say REACHED or NOT REACHED, never nothing
 
     runs = results["capacity_runs"]
-    assert {r["target"] for r in runs} == {"scheduler", "nginx", "direct"}
+    assert {r["target"] for r in runs} == {"scheduler", "nginx", "proxyless", "direct"}
     for run in runs:
         assert run["completed"] > 0 and run["errors"] == {}, run
     assert results["summary"]["capacity"]["scheduler"]["proxy_cpu_ms_per_req"] > 0
     assert results["summary"]["capacity"]["nginx"]["proxy_cpu_ms_per_req"] > 0
-    for target in ("scheduler", "nginx", "direct"):
+    assert results["summary"]["capacity"]["proxyless"]["proxy_cpu_ms_per_req"] is None  # no proxy
+    for target in ("scheduler", "nginx", "proxyless", "direct"):
         assert results["summary"]["latency"][target]["n"] > 0
     # The scheduler answered with its in-band timing: a board call takes time on a real socket.
     assert results["summary"]["inband_concurrency_1"]["network_to_board_us"]["p50"] > 0
     assert len(results["routing_microbench"]) == 3 * (len(POLICIES) + 1)
     assert all(r["us_per_decision"] > 0 for r in results["routing_microbench"])
-    assert set(results["summary"]["targets"]) == {"capacity_ratio", "added_p50_ms"}
+    assert set(results["summary"]["targets"]) == {"capacity_ratio", "added_p50_ms", "proxyless"}
+    assert "proxyless ≥ 0.98× direct" in stdout and "added p50 (proxyless)" in stdout
 
 
 def test_without_nginx_the_peer_is_skipped_with_install_advice(tmp_path):
     stdout, results = run_quick(tmp_path, "--nginx", str(tmp_path / "no-such-nginx"))
     assert "SKIPPED" in stdout and "apt-get install nginx-light" in stdout
     assert "NOT MEASURED (no nginx)" in stdout
-    assert capacity_rows(stdout) == {"scheduler", "direct"}
+    assert capacity_rows(stdout) == {"scheduler", "proxyless", "direct"}
     assert all(r["completed"] > 0 for r in results["capacity_runs"])
 
 

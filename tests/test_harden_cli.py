@@ -53,7 +53,7 @@ def test_choices_refuse_unknown_values(argv: list[str], needle: str) -> None:
 def test_bench_with_an_unknown_policy_stops_before_the_result_folder(tmp_path: Path) -> None:
     out = tmp_path / "result"
     argv = ["bench", "run", "--target", f"127.0.0.1:{free_port()}", "--out", str(out), "--policy", "foo"]
-    one_clear_line(run_npudure(*argv), 2, "invalid choice: 'foo'")
+    one_clear_line(run_npudure(*argv), 2, "unknown policy 'foo'", "least_inflight")
     assert not out.exists()
 
 

@@ -14,6 +14,7 @@ from grpc_reflection.v1alpha import reflection
 
 from npudure import __version__, frames, sdnotify, security, telemetry
 from npudure.affinity import cores
+from npudure.agent.load_report import ORCA_TRAILER, LoadMeter, ServingState
 from npudure.agent.metrics import AgentMetrics
 from npudure.agent.pool import PoolFull, WorkerPool
 from npudure.backends import Backend, BackendError, create_backend
@@ -66,6 +67,8 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
         self.served = 0
         self.errors = 0
         self._cpu_cap_mhz: int | None = None
+        self.load = LoadMeter(self.pool.size)
+        self.serving = ServingState()
 
     # ------------------------------------------------------------------ data path
     async def infer_bytes(self, request: bytes, context: grpc.aio.ServicerContext) -> pb.InferResponse:
@@ -127,6 +130,9 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
             self.metrics.stage_seconds.labels(stage).observe(seconds)
         self.served += 1
         self.metrics.requests.labels("OK").inc()
+        busy = outcome.decode_s + result.preprocess_s + result.inference_s + result.postprocess_s
+        self.load.record(busy)
+        context.set_trailing_metadata(((ORCA_TRAILER, self.load.report()),))
         dets = result.detections
         return pb.InferResponse(
             request_id=request.request_id,
@@ -148,6 +154,7 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
 
     # ------------------------------------------------------------------ admin
     def status(self) -> pb.NodeStatus:
+        rps, utilization = self.load.snapshot()
         cap = self.backend.cpu_cap_mhz if self.backend.emulated else self._cpu_cap_mhz
         return pb.NodeStatus(
             node=self.config.node_name,
@@ -166,6 +173,10 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
             telemetry=telemetry.to_proto(telemetry.sample(sysfs_root=self.config.affinity.sysfs_root)),
             hung_workers=self.pool.hung(self.config.hang_timeout_s),
             uptime_s=time.monotonic() - self.started,
+            serving=self.serving.serving,
+            not_serving_reasons=self.serving.reasons,
+            rps=rps,
+            utilization=utilization,
         )
 
     async def GetStatus(
@@ -206,29 +217,43 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
         log.warning("fault injected: %s", pb.Fault.Name(request.fault))
         return await asyncio.to_thread(self.status)
 
+    async def SetServing(
+        self, request: pb.SetServingRequest, context: grpc.aio.ServicerContext
+    ) -> pb.NodeStatus:
+        await self.admin.check(context, "SetServing")
+        before = self.serving.operator
+        self.serving.set_operator(request.reasons)
+        if self.serving.operator != before:
+            log.warning("scheduler: %s", ", ".join(self.serving.operator) or "back in rotation")
+            await self.publish_health()
+        return await asyncio.to_thread(self.status)
+
     # ------------------------------------------------------------------ health
+    async def publish_health(self) -> None:
+        serving, not_serving = (
+            health_pb2.HealthCheckResponse.SERVING,
+            health_pb2.HealthCheckResponse.NOT_SERVING,
+        )
+        # "" is the board's own health (what the scheduler monitors); Inference adds the operator's
+        # exclusions (what proxyless clients health-check).
+        await self.health.set("", not_serving if self.serving.hung else serving)
+        await self.health.set(SERVICE_NAMES[0], serving if self.serving.serving else not_serving)
+
     async def watch_hangs(self, interval_s: float = 0.5) -> None:
         """NOT_SERVING while any worker is stuck past hang_timeout_s, so the scheduler takes us out."""
-        serving = True
         while True:
             hung = self.pool.hung(self.config.hang_timeout_s)
             self.metrics.hung_workers.set(hung)
             self.metrics.in_flight.set(self.pool.busy)
-            if serving == bool(hung):
-                serving = not hung
-                state = (
-                    health_pb2.HealthCheckResponse.SERVING
-                    if serving
-                    else health_pb2.HealthCheckResponse.NOT_SERVING
-                )
-                if not serving:
+            if self.serving.hung != bool(hung):
+                self.serving.hung = bool(hung)
+                if hung:
                     log.error(
                         "%d NPU worker(s) hung for more than %.1fs: reporting NOT_SERVING",
                         hung,
                         self.config.hang_timeout_s,
                     )
-                await self.health.set("", state)
-                await self.health.set(SERVICE_NAMES[0], state)
+                await self.publish_health()
             await asyncio.sleep(interval_s)
 
 
@@ -254,8 +279,7 @@ async def serve(
     security.add_port(server, config.listen, config.tls)
     await server.start()
     agent.metrics.serve(config.listen, config.metrics_port, config.metrics_listen, config.tls)
-    for name in ("", SERVICE_NAMES[0]):
-        await agent.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+    await agent.publish_health()
     watchdog = asyncio.create_task(agent.watch_hangs())
     log.info(
         "agent %s serving on %s: backend %s%s, %d context(s), affinity %s",

@@ -1,7 +1,9 @@
-"""``npudure bench``: measure a running cluster — saturation, scaling, heterogeneity, open loop.
+"""``npudure bench``: measure a running cluster — saturation, scaling, heterogeneity, capacity, local
+vs cluster, open loop — through the scheduler or proxyless.
 
-Python API: ``BenchSession`` (see npudure/bench/session.py) and ``BenchSettings``; ``recompute`` checks
-a result folder's figures against its raw samples. Imports are lazy so ``npudure bench --help`` is quick.
+Python API: ``BenchSession`` (see npudure/bench/session.py) and ``BenchSettings``; each experiment kind
+is a module of npudure/bench/experiments/; ``recompute`` checks a result folder's figures against its
+raw samples. Imports are lazy so ``npudure bench --help`` is quick.
 """
 
 from __future__ import annotations

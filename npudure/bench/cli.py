@@ -1,4 +1,4 @@
-"""``npudure bench``: run | sweep | scaling | hetero | openloop | recompute.
+"""``npudure bench``: run | sweep | scaling | hetero | capacity | local | openloop | recompute.
 
 Exit codes: 0 finished and every run valid; 3 finished but some runs are invalid (kept and marked);
 2 refused before measuring (result folder exists, lease held by another harness, bad arguments);
@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from npudure.bench.defaults import CAPACITY_CAP_MHZ, CAPACITY_POLICIES, QUICK_LADDER_MHZ, REFERENCE_LADDER_MHZ
 from npudure.scheduler.policies import POLICIES
 
 EXIT_OK, EXIT_ERROR, EXIT_REFUSED, EXIT_INVALID_RUNS, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -24,7 +25,7 @@ FULL = {
     "repetitions": 3,
     "duration": 10.0,
     "warmup": 2.0,
-    "hetero_ladder": "2208,1608,1200,1008,816,600",
+    "hetero_ladder": ",".join(map(str, REFERENCE_LADDER_MHZ)),
     "hetero_policies": "round_robin,least_inflight,ect",
 }
 # --quick: a complete but small run (~1-2 min on emulated boards) for smoke tests and playbooks.
@@ -34,7 +35,7 @@ QUICK = {
     "repetitions": 2,
     "duration": 3.0,
     "warmup": 1.0,
-    "hetero_ladder": "1200,600",
+    "hetero_ladder": ",".join(map(str, QUICK_LADDER_MHZ)),
     "hetero_policies": "round_robin,least_inflight",
 }
 
@@ -65,6 +66,20 @@ def _floats(text: str) -> list[float]:
 
 def _names(text: str) -> list[str]:
     return [v.strip() for v in text.split(",") if v.strip()]
+
+
+def _policy(text: str) -> str:
+    """A scheduler policy name, checked against the scheduler's own registry."""
+    if text not in POLICIES:
+        raise argparse.ArgumentTypeError(f"unknown policy {text!r}; use one of: {', '.join(POLICIES)}")
+    return text
+
+
+def _policies(text: str) -> list[str]:
+    names = [_policy(n) for n in _names(text)]
+    if not names:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated policy names")
+    return names
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -99,6 +114,35 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="read board telemetry only from the scheduler's cache (boards not reachable from here)",
     )
     p.add_argument("--progress", choices=("auto", "bar", "lines", "quiet"), default="auto")
+    p.add_argument(
+        "--mode",
+        choices=("scheduler", "proxyless", "both"),
+        default="scheduler",
+        help="how the load reaches the boards: through the scheduler, proxyless (the client balances over "
+        "the scheduler's route, frames go straight to the boards), or both one after the other",
+    )
+    p.add_argument(
+        "--expect-reboot",
+        action="append",
+        default=[],
+        metavar="BOARD",
+        help="a board that will be rebooted or taken away during the runs on purpose (a fault suite): "
+        "noted as expected_reboot, not invalid (repeatable)",
+    )
+
+
+def _capacity_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--cap-mhz",
+        type=int,
+        default=CAPACITY_CAP_MHZ,
+        help=f"capacity: the one board's CPU cap (default {CAPACITY_CAP_MHZ})",
+    )
+    p.add_argument(
+        "--capacity-policies",
+        type=_policies,
+        help=f"capacity: policies compared (default {','.join(CAPACITY_POLICIES)})",
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -112,22 +156,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--sweep-repetitions", type=int, help="repetitions of the sweep (default 2)")
     run.add_argument("--repetitions", type=int, help="repetitions per node count (default 3; quick 2)")
     run.add_argument(
-        "--policy", choices=POLICIES, help="scheduler policy for sweep and scaling (default: as configured)"
+        "--policy", type=_policy, help="scheduler policy for sweep and scaling (default: as configured)"
     )
     run.add_argument(
         "--hetero-ladder", type=_ints, help="CPU caps in MHz for one board (default reference ladder)"
     )
-    run.add_argument("--hetero-policies", type=_names, help="policies compared on the dial")
+    run.add_argument("--hetero-policies", type=_policies, help="policies compared on the dial")
     run.add_argument("--hetero-board", help="board to cap (default: the first active board)")
     run.add_argument("--no-hetero", action="store_true", help="skip the heterogeneity dial")
     run.add_argument("--openloop-rates", type=_floats, help="also run open loop at these rates, inf/s")
+    run.add_argument(
+        "--capacity",
+        action="store_true",
+        help="also measure each board alone and all together per policy, one capped",
+    )
+    _capacity_args(run)
+    run.add_argument(
+        "--local",
+        action="store_true",
+        help="also compare each board straight at its agent with the cluster path",
+    )
 
     sweep = sub.add_parser("sweep", help="concurrency sweep and operating point")
     _common(sweep)
     sweep.add_argument("--sweep", type=_ints)
     sweep.add_argument("--repetitions", type=int)
     sweep.add_argument("--boards-max", type=int)
-    sweep.add_argument("--policy", choices=POLICIES)
+    sweep.add_argument("--policy", type=_policy)
 
     scaling = sub.add_parser("scaling", help="1..N boards at a given per-board concurrency")
     _common(scaling)
@@ -136,7 +191,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     scaling.add_argument("--repetitions", type=int)
     scaling.add_argument("--boards-max", type=int)
-    scaling.add_argument("--policy", choices=POLICIES)
+    scaling.add_argument("--policy", type=_policy)
 
     hetero = sub.add_parser("hetero", help="cap one board's CPU down a ladder, per policy")
     _common(hetero)
@@ -144,9 +199,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--concurrency", type=int, required=True, help="per-board concurrency (operating point)"
     )
     hetero.add_argument("--hetero-ladder", type=_ints)
-    hetero.add_argument("--hetero-policies", type=_names)
+    hetero.add_argument("--hetero-policies", type=_policies)
     hetero.add_argument("--hetero-board")
     hetero.add_argument("--repetitions", type=int, default=1)
+
+    capacity = sub.add_parser(
+        "capacity",
+        help="one board capped: each board alone, then all together per policy (fraction of capacity)",
+    )
+    _common(capacity)
+    capacity.add_argument(
+        "--concurrency", type=int, required=True, help="per-board concurrency (operating point)"
+    )
+    _capacity_args(capacity)
+    capacity.add_argument("--hetero-board", help="board to cap (default: the first active board)")
+    capacity.add_argument("--repetitions", type=int, default=1)
+
+    local = sub.add_parser(
+        "local", help="the same load straight at each board's agent and through the cluster"
+    )
+    _common(local)
+    local.add_argument("--concurrency", type=int, required=True, help="requests outstanding at the one board")
+    local.add_argument("--board", help="the one board to measure (default: each active board in turn)")
+    local.add_argument("--repetitions", type=int, default=1)
 
     openloop = sub.add_parser("openloop", help="open loop at fixed rates (latency from intended send time)")
     _common(openloop)
@@ -168,7 +243,7 @@ def _default(args: argparse.Namespace, name: str) -> Any:
     if name == "sweep" or name == "hetero_ladder":
         return _ints(raw)
     if name == "hetero_policies":
-        return _names(raw)
+        return _policies(raw)
     return raw
 
 
@@ -193,12 +268,12 @@ def run(args: argparse.Namespace) -> int:
     if args.bench_command == "recompute":
         return _recompute(args.result_dir)
     from npudure.bench.cluster import BenchError
+    from npudure.bench.experiments.sweep import operating_concurrency
     from npudure.bench.frames import FrameSourceError, make_frame_set
     from npudure.bench.lease import LeaseRefused
-    from npudure.bench.report import summary_text
     from npudure.bench.results import ResultDirExists
     from npudure.bench.session import BenchSession, BenchSettings
-    from npudure.bench.sweep import operating_concurrency
+    from npudure.bench.terminal import summary_text
 
     if args.out and (problem := _unwritable(Path(args.out))):
         print(f"npudure bench: --out {args.out}: {problem}", file=sys.stderr)
@@ -228,6 +303,7 @@ def run(args: argparse.Namespace) -> int:
         scheduler_pids=args.scheduler_pid,
         progress=args.progress,
         command=["npudure", *sys.argv[1:]],
+        expect_reboot=tuple(args.expect_reboot),
     )
     try:
         with session:
@@ -277,38 +353,74 @@ def _dispatch(session: Any, args: argparse.Namespace, operating_concurrency: Any
     policy = getattr(args, "policy", None)
     if policy:
         session.guard.set_policy(policy)
+    for via in ("scheduler", "proxyless") if args.mode == "both" else (args.mode,):
+        _dispatch_one(session, args, operating_concurrency, via)
+
+
+def _dispatch_one(session: Any, args: argparse.Namespace, operating_concurrency: Any, via: str) -> None:
     cmd = args.bench_command
     if cmd == "sweep":
-        session.sweep(_default(args, "sweep"), args.repetitions or _default(args, "sweep_repetitions"))
+        reps = args.repetitions or _default(args, "sweep_repetitions")
+        session.run("sweep", via, per_board=_default(args, "sweep"), repetitions=reps)
     elif cmd == "scaling":
-        session.scaling(args.concurrency, _default(args, "repetitions"))
+        session.run("scaling", via, per_board=args.concurrency, repetitions=_default(args, "repetitions"))
     elif cmd == "hetero":
-        session.hetero(
-            args.concurrency,
-            _default(args, "hetero_ladder"),
-            _default(args, "hetero_policies"),
-            args.hetero_board,
-            args.repetitions,
-        )
+        _hetero(session, args, via, args.concurrency, args.repetitions)
+    elif cmd == "capacity":
+        _capacity(session, args, via, args.concurrency, args.repetitions)
+    elif cmd == "local":
+        session.run("local", via, per_board=args.concurrency, board=args.board, repetitions=args.repetitions)
     elif cmd == "openloop":
-        session.openloop(args.rates, args.arrival, args.seed, args.repetitions)
+        session.run(
+            "openloop",
+            via,
+            rates=args.rates,
+            arrival=args.arrival,
+            seed=args.seed,
+            repetitions=args.repetitions,
+        )
     elif cmd == "run":
-        sweep = session.sweep(_default(args, "sweep"), _default(args, "sweep_repetitions"))
+        sweep = session.run(
+            "sweep", via, per_board=_default(args, "sweep"), repetitions=_default(args, "sweep_repetitions")
+        )
         per_board = operating_concurrency(sweep)
         if per_board is None:
-            session.progress.note("no valid sweep run: no operating point; stopping before scaling")
+            session.progress.note(f"no valid sweep run ({via}): no operating point; stopping before scaling")
             return
-        session.scaling(per_board, _default(args, "repetitions"))
+        session.run("scaling", via, per_board=per_board, repetitions=_default(args, "repetitions"))
         if not args.no_hetero and len(session.boards) >= 2:
-            session.hetero(
-                per_board,
-                _default(args, "hetero_ladder"),
-                _default(args, "hetero_policies"),
-                args.hetero_board,
-                1,
-            )
+            _hetero(session, args, via, per_board, 1)
+        if args.capacity and len(session.boards) >= 2:
+            _capacity(session, args, via, per_board, 1)
+        if args.local:
+            session.run("local", via, per_board=per_board, board=args.hetero_board, repetitions=1)
         if args.openloop_rates:
-            session.openloop(args.openloop_rates, "poisson", args.seed, 1)
+            session.run("openloop", via, rates=args.openloop_rates, arrival="poisson", seed=args.seed)
+
+
+def _hetero(session: Any, args: argparse.Namespace, via: str, per_board: int, repetitions: int) -> None:
+    session.run(
+        "hetero",
+        via,
+        per_board=per_board,
+        ladder=_default(args, "hetero_ladder"),
+        # Proxyless: the scheduler's policy routes nothing, so one pass (the client's balancing).
+        policies=_default(args, "hetero_policies") if via == "scheduler" else [None],
+        board=args.hetero_board,
+        repetitions=repetitions,
+    )
+
+
+def _capacity(session: Any, args: argparse.Namespace, via: str, per_board: int, repetitions: int) -> None:
+    session.run(
+        "capacity",
+        via,
+        per_board=per_board,
+        policies=args.capacity_policies or list(CAPACITY_POLICIES),
+        cap_mhz=args.cap_mhz,
+        board=args.hetero_board,
+        repetitions=repetitions,
+    )
 
 
 def _recompute(folder: Path) -> int:
@@ -316,7 +428,7 @@ def _recompute(folder: Path) -> int:
 
     try:
         fresh, diffs = recompute(folder)
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, ValueError) as exc:  # not a result folder, or a kind this version lacks
         print(f"npudure bench recompute: {exc}", file=sys.stderr)
         return EXIT_REFUSED
     if diffs:

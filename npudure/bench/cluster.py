@@ -142,6 +142,11 @@ class ClusterGuard:
         cached = self._cap_status.get(node)
         return cached.cpu_cap_mhz if cached is not None else 0
 
+    def reset_caps(self) -> None:
+        """Put the CPU caps changed so far back to their original values (still remembered for restore)."""
+        for node, mhz in self.original_caps.items():
+            self.admin.set_cap(node, mhz)
+
     def restore(self) -> list[str]:
         """Put back every setting changed; returns what could not be restored (and logs it)."""
         problems: list[str] = []

@@ -13,9 +13,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-# A process (or the event-loop thread) busy more than this fraction of one core is "saturated".
-SATURATED_FRACTION_OF_CORE = 0.90
-
 
 @dataclass(frozen=True)
 class CpuSample:
@@ -31,10 +28,6 @@ def harness_cpu_sample() -> CpuSample:
 
 # Injectable for tests: a saturated generator is simulated by a probe that reports one.
 CpuProbe = Callable[[], CpuSample]
-
-
-def fraction_of_core(cpu_s: float, wall_s: float) -> float | None:
-    return cpu_s / wall_s if wall_s > 0 else None
 
 
 def _clock_ticks() -> int:

@@ -35,17 +35,29 @@ MAX_ERROR_MESSAGES = 5
 
 
 class Target:
-    """``connections`` gRPC channels (separate TCP connections) to one scheduler or agent."""
+    """``connections`` gRPC channels (separate TCP connections) to one scheduler or agent — or, given
+    the channel ``options`` of a proxyless route (npudure.client_proxyless.channel_options), to every
+    board of the route's target, balanced by gRPC itself."""
 
-    def __init__(self, address: str, connections: int = 2, max_message_bytes: int = 16 * 1024 * 1024) -> None:
+    def __init__(
+        self,
+        address: str,
+        connections: int = 2,
+        max_message_bytes: int = 16 * 1024 * 1024,
+        options: Sequence[tuple[str, object]] | None = None,
+    ) -> None:
         self.address = address
         self.connections = max(1, connections)
-        self._options = [
-            ("grpc.max_send_message_length", max_message_bytes),
-            ("grpc.max_receive_message_length", max_message_bytes),
-            # Without a local subchannel pool, channels with identical options share one connection.
-            ("grpc.use_local_subchannel_pool", 1),
-        ]
+        self._options = (
+            list(options)
+            if options is not None
+            else [
+                ("grpc.max_send_message_length", max_message_bytes),
+                ("grpc.max_receive_message_length", max_message_bytes),
+                # Without a local subchannel pool, channels with identical options share one connection.
+                ("grpc.use_local_subchannel_pool", 1),
+            ]
+        )
         self._channels: list[grpc.aio.Channel] = []
         self._calls: list[grpc.aio.UnaryUnaryMultiCallable] = []
         self._rr = itertools.count()
@@ -63,8 +75,8 @@ class Target:
         except TimeoutError:
             await self.close()
             raise ConnectionError(
-                f"cannot connect to {self.address} within {ready_timeout_s:.0f}s: is the scheduler running "
-                "there, and is the address host:port of its gRPC port?"
+                f"cannot connect to {self.address} within {ready_timeout_s:.0f}s: is the scheduler (or "
+                "agent) running there, and is the address host:port of its gRPC port?"
             ) from None
 
     async def close(self) -> None:

@@ -14,7 +14,8 @@ Layout::
       runs/<run_id>/samples.npz    one row per request (times in s, stage timings in µs)
       runs/<run_id>/telemetry.csv  every board, every second, during the run
       runs.csv  sweep.csv  scaling.csv  scaling_boards.csv  scaling_stages.csv  hetero.csv
-      hetero_boards.csv  openloop.csv  telemetry.csv  summary.json  report.md  plots/*.png
+      hetero_boards.csv  capacity.csv  capacity_boards.csv  local.csv  local_paths.csv  openloop.csv
+      (<kind>-proxyless*.csv in proxyless mode)  telemetry.csv  summary.json  report.md  plots/*.png
 """
 
 from __future__ import annotations

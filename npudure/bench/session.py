@@ -22,19 +22,23 @@ import logging
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from npudure import __version__
-from npudure.bench import analysis, cpu, report, telemetry_log
-from npudure.bench.cluster import ClusterAdmin, ClusterGuard, active_boards, state_name
+from npudure.bench import analysis, cpu, experiments, report, telemetry_log
+from npudure.bench.cluster import BenchError, ClusterAdmin, ClusterGuard, active_boards, state_name
 from npudure.bench.frames import FrameSet, make_frame_set
 from npudure.bench.lease import DEFAULT_TTL_S, LeaseKeeper, default_holder
 from npudure.bench.load import LoadResult, Target, closed_loop, open_loop
 from npudure.bench.progress import Progress
 from npudure.bench.results import ResultDir, ResultDirExists, read_json, write_csv, write_json
+from npudure.bench.runs import RunData, load_run
+from npudure.bench.spec import VIAS, RunSpec
+from npudure.bench.terminal import run_line
+from npudure.client_proxyless import RouteError, RouteInfo, channel_options, fetch_route
 from npudure.proto import inference_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -59,25 +63,6 @@ class BenchSettings:
     open_loop_max_outstanding: int = 256
 
 
-@dataclass
-class RunSpec:
-    run_id: str
-    series: str
-    experiment: str  # sweep | scaling | hetero | openloop
-    sequence: int
-    repetition: int
-    boards: tuple[str, ...]
-    mode: str = "closed"  # closed | open
-    concurrency: int | None = None  # total requests outstanding (closed loop)
-    per_board_concurrency: int | None = None
-    rate: float | None = None  # open loop, requests per second
-    arrival: str | None = None  # constant | poisson
-    seed: int = 0
-    policy: str | None = None  # set before the run (None = leave as is)
-    caps: dict[str, int] = field(default_factory=dict)  # board -> MHz (0 = no cap), set before the run
-    cap_board: str | None = None
-
-
 def _parse_target_port(target: str) -> tuple[str, int | None]:
     host, _, port = target.rpartition(":")
     return host, int(port) if port.isdigit() else None
@@ -100,8 +85,11 @@ class BenchSession:
         progress: str = "auto",
         command: list[str] | None = None,
         results_base: Path | None = None,
+        expect_reboot: tuple[str, ...] = (),
     ) -> None:
         self.target = target
+        # Boards the caller will reboot (or take away) during the runs (a fault suite): noted, not invalid.
+        self.expect_reboot = tuple(expect_reboot)
         self.out = Path(out) if out else None
         self.settings = settings or BenchSettings()
         self.frames = frames
@@ -113,7 +101,7 @@ class BenchSession:
         self._scheduler_pids_arg = scheduler_pids
         self.scheduler_pids: list[int] = []
         self.scheduler_pid_reason = ""
-        self.runs: list[analysis.RunData] = []
+        self.runs: list[RunData] = []
         self.summary: dict[str, Any] | None = None
         self.restore_problems: list[str] = []
         self.interrupted: str | None = None
@@ -263,19 +251,41 @@ class BenchSession:
         self._sequence += 1
         return self._sequence
 
+    def run(self, kind: str, via: str = "scheduler", **params: Any) -> dict[str, Any]:
+        """Plan an experiment of ``kind`` (npudure.bench.experiments), execute its runs, aggregate them.
+        ``via``: the load through the scheduler, or proxyless (series named ``<kind>-proxyless``)."""
+        if via not in ("scheduler", "proxyless"):
+            raise ValueError(f"--mode {via!r} is not known; use scheduler, proxyless or both")
+        experiment = experiments.get(kind)
+        series = self.series_name(kind if via == "scheduler" else f"{kind}-{via}")
+        plan = experiment.plan(experiments.PlanContext(tuple(self.boards), series, via), **params)
+        self.progress.experiment(plan.description, len(plan.specs))
+        assert self.admin and self.guard
+        policy = self.admin.status().policy
+        try:
+            for spec in plan.specs:
+                self.execute(replace(spec, sequence=self.next_sequence()))
+        finally:
+            # The next experiment starts from the same cluster: no cap or policy left over from this one.
+            self.guard.reset_caps()
+            if self.admin.status().policy != policy:
+                self.guard.set_policy(policy)
+        agg = self.aggregate(series)
+        for warning in agg["warnings"]:
+            self.progress.note(f"warning: {warning}")
+        return agg
+
     def sweep(
         self, per_board_concurrencies: list[int], repetitions: int = 1, boards: list[str] | None = None
     ) -> dict[str, Any]:
-        from npudure.bench.sweep import run_sweep
-
-        return run_sweep(self, per_board_concurrencies, repetitions, boards)
+        return self.run("sweep", per_board=per_board_concurrencies, repetitions=repetitions, boards=boards)
 
     def scaling(
         self, per_board_concurrency: int, repetitions: int = 3, boards_max: int | None = None
     ) -> dict[str, Any]:
-        from npudure.bench.scaling import run_scaling
-
-        return run_scaling(self, per_board_concurrency, repetitions, boards_max)
+        return self.run(
+            "scaling", per_board=per_board_concurrency, repetitions=repetitions, boards_max=boards_max
+        )
 
     def hetero(
         self,
@@ -285,9 +295,14 @@ class BenchSession:
         board: str | None = None,
         repetitions: int = 1,
     ) -> dict[str, Any]:
-        from npudure.bench.hetero import run_hetero
-
-        return run_hetero(self, per_board_concurrency, ladder, policies, board, repetitions)
+        return self.run(
+            "hetero",
+            per_board=per_board_concurrency,
+            ladder=ladder,
+            policies=policies,
+            board=board,
+            repetitions=repetitions,
+        )
 
     def openloop(
         self,
@@ -297,21 +312,31 @@ class BenchSession:
         repetitions: int = 1,
         boards: list[str] | None = None,
     ) -> dict[str, Any]:
-        from npudure.bench.openloop import run_openloop
-
-        return run_openloop(self, rates, arrival, seed, repetitions, boards)
+        return self.run(
+            "openloop", rates=rates, arrival=arrival, seed=seed, repetitions=repetitions, boards=boards
+        )
 
     def aggregate(self, series: str) -> dict[str, Any]:
-        runs = [r for r in self.runs if r.spec["series"] == series]
-        return analysis.AGGREGATORS[runs[0].spec["experiment"]](runs)
+        return analysis.aggregate([r for r in self.runs if r.spec["series"] == series])
 
     # ------------------------------------------------------------------ one run
     def expected_run_s(self) -> float:
         return self.settings.warmup_s + self.settings.duration_s
 
-    def execute(self, spec: RunSpec) -> analysis.RunData:
+    def execute(self, spec: RunSpec) -> RunData:
         assert self.admin and self.guard and self.result and self.frames and self._loop and self._target
+        if self.expect_reboot:
+            spec = replace(spec, expect_reboot=tuple(sorted({*spec.expect_reboot, *self.expect_reboot})))
         self._configure(spec)
+        target, load_target = self._loop.run_until_complete(self._open_target(spec))
+        try:
+            return self._execute(spec, target, load_target)
+        finally:
+            if target is not self._target:
+                self._loop.run_until_complete(target.close())
+
+    def _execute(self, spec: RunSpec, target: Target, load_target: dict[str, Any]) -> RunData:
+        assert self.admin and self.result and self._loop
         before = self._snapshot(spec.boards)
         sched_before = {pid: cpu.process_cpu_s(pid) for pid in self.scheduler_pids}
         host_before = cpu.host_cpu_busy_s()
@@ -321,29 +346,80 @@ class BenchSession:
             self.admin, spec.run_id, t0, self.settings.telemetry_interval_s, self.settings.direct_telemetry
         ).start()
         try:
-            result = self._loop.run_until_complete(self._load(spec, t0))
+            result = self._loop.run_until_complete(self._load(spec, t0, target))
         finally:
             rows = sampler.stop()
         after = self._snapshot(spec.boards)
         meta = self._meta(spec, t0, result, before, after, sched_before, host_before, sampler)
+        meta["load_target"] = load_target
         folder = self.result.run_dir(spec.run_id)
         result.samples.save(folder / "samples.npz")
         write_csv(folder / "telemetry.csv", rows, telemetry_log.columns(rows))
         write_json(folder / "run.json", meta)
-        run = analysis.load_run(self.result, spec.run_id)
+        run = load_run(self.result, spec.run_id)
         self.runs.append(run)
-        self.progress.run_done(report.run_line(run.summary))
+        self.progress.run_done(run_line(run.summary))
         if self.settings.settle_s > 0:
             time.sleep(self.settings.settle_s)
         return run
 
-    async def _load(self, spec: RunSpec, t0: float) -> LoadResult:
-        assert self._target is not None and self.frames is not None
+    async def _open_target(self, spec: RunSpec) -> tuple[Target, dict[str, Any]]:
+        """Where this run's requests go: the scheduler (kept open), one agent, or the boards themselves
+        balanced by gRPC over the scheduler's route (proxyless); opened per run since the route follows
+        the active set."""
+        assert self._target is not None and self.admin is not None
+        if spec.via == "scheduler":
+            return self._target, {"via": "scheduler", "target": self.target}
+        addresses = {b.name: b.address for b in self.admin.status().boards}
+        missing = [b for b in spec.boards if b not in addresses]
+        if missing:
+            raise BenchError(f"the scheduler does not know board(s) {', '.join(missing)}")
+        if spec.via == "agent":
+            if len(spec.boards) != 1:
+                raise ValueError("a run straight at an agent loads exactly one board")
+            target = Target(addresses[spec.boards[0]], self.settings.harness_connections)
+            info: dict[str, Any] = {"via": "agent", "target": target.address}
+        elif spec.via == "proxyless":
+            route = self._route(spec.boards)
+            target = Target(route.target, self.settings.harness_connections, options=channel_options(route))
+            info = {
+                "via": "proxyless",
+                "target": route.target,
+                "route_version": route.version,
+                "route_boards": [list(b) for b in route.boards],
+                "service_config": route.service_config_json,
+            }
+        else:
+            raise ValueError(f"unknown load path {spec.via!r}; use one of: {', '.join(VIAS)}")
+        await target.open()
+        return target, info
+
+    def _route(self, boards: tuple[str, ...]) -> RouteInfo:
+        """The scheduler's route (GetRoute), once it lists exactly the boards this run asks for: the
+        active set just changed, and a board enters the rotation when its agent reports SERVING."""
+        deadline = time.monotonic() + self.settings.board_up_wait_s
+        while True:
+            try:
+                route = fetch_route(self.target)
+            except RouteError as exc:
+                raise BenchError(str(exc)) from None
+            listed = sorted(name for name, _ in route.boards)
+            if listed == sorted(boards) or time.monotonic() >= deadline:
+                if listed != sorted(boards):
+                    self.progress.note(
+                        f"warning: the scheduler's route lists {', '.join(listed) or 'no board'}, not "
+                        f"{', '.join(boards)}; running anyway (the run will be marked invalid)"
+                    )
+                return route
+            time.sleep(0.2)
+
+    async def _load(self, spec: RunSpec, t0: float, target: Target) -> LoadResult:
+        assert self.frames is not None
         s = self.settings
         if spec.mode == "open":
             assert spec.rate is not None
             return await open_loop(
-                self._target,
+                target,
                 self.frames.requests,
                 spec.rate,
                 s.warmup_s,
@@ -359,7 +435,7 @@ class BenchSession:
             )
         assert spec.concurrency is not None
         return await closed_loop(
-            self._target,
+            target,
             self.frames.requests,
             spec.concurrency,
             s.warmup_s,

@@ -17,6 +17,9 @@ INVALID when:
 * ``foreign_load``        the scheduler served clearly more requests than this harness sent (someone
   else was loading the cluster);
 * ``rate_not_offered``    open loop: the generator sent < 95% of the scheduled requests in the window.
+
+Boards the caller declared in the spec's ``expect_reboot`` (a fault suite's planned reboot) are exempt
+from the first three rules; what happened to them is noted as an ``expected_reboot:`` warning.
 """
 
 from __future__ import annotations
@@ -46,9 +49,14 @@ def check(
     asked = list(meta["spec"]["boards"])
     window = (float(meta["window_start_s"]), float(meta["window_end_s"]))
 
-    reasons += _boot_ids(meta, telemetry_rows, asked)
-    reasons += _answered(figures, asked)
-    reasons += _states(telemetry_rows, asked, window)
+    # Boards the caller declared it would reboot or take away (a fault suite): what happens to them is
+    # noted as "expected_reboot: ..." (a warning), and the other boards are held to every rule.
+    expected = [b for b in asked if b in set(meta["spec"].get("expect_reboot") or ())]
+    strict = [b for b in asked if b not in expected]
+    reasons += _boot_ids(meta, telemetry_rows, strict)
+    reasons += _answered(figures, asked, optional=set(expected))
+    reasons += _states(telemetry_rows, strict, window)
+    warnings += _expected(meta, figures, telemetry_rows, expected, window)
 
     measured = int(figures["samples_ok"]) + int(figures["samples_error"])
     rate = float(figures["error_rate"]) if measured else 0.0
@@ -126,10 +134,11 @@ def _boot_ids(meta: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], asked:
     ]
 
 
-def _answered(figures: Mapping[str, Any], asked: list[str]) -> list[str]:
-    want = set(asked)
+def _answered(figures: Mapping[str, Any], asked: list[str], optional: set[str] | None = None) -> list[str]:
+    optional = optional or set()  # boards allowed to be missing (expected to reboot)
+    want = set(asked) - optional
     reasons = []
-    whole = set(figures["answered_boards"])
+    whole = set(figures["answered_boards"]) - optional
     if whole != want:
         missing, extra = sorted(want - whole), sorted(whole - want)
         reasons.append(
@@ -141,7 +150,7 @@ def _answered(figures: Mapping[str, Any], asked: list[str]) -> list[str]:
     for seg in figures.get("answered_by_quarter", []):
         if seg["samples_ok"] < SEGMENT_MIN_PER_BOARD * len(want):
             continue
-        got = set(seg["boards"])
+        got = set(seg["boards"]) - optional
         if got != want:
             reasons.append(
                 f"boards_answered_differ: in quarter {seg['quarter']} of the window "
@@ -161,6 +170,23 @@ def _states(rows: Sequence[Mapping[str, Any]], asked: list[str], window: tuple[f
         f"board_not_up: the scheduler saw {b} {'/'.join(sorted(s))} during the window"
         for b, s in sorted(bad.items())
     ]
+
+
+def _expected(
+    meta: Mapping[str, Any],
+    figures: Mapping[str, Any],
+    rows: Sequence[Mapping[str, Any]],
+    expected: list[str],
+    window: tuple[float, float],
+) -> list[str]:
+    """What happened to the boards expected to reboot, as notes ("expected_reboot: ...")."""
+    if not expected:
+        return []
+    events = _boot_ids(meta, rows, expected) + _states(rows, expected, window)
+    quarters = figures.get("answered_by_quarter", [])
+    absent = [b for b in expected if any(b not in q["boards"] for q in quarters if q["samples_ok"])]
+    events += [f"{b} did not answer in part of the window" for b in absent]
+    return [f"expected_reboot: {e.split(': ', 1)[-1]}" for e in events]
 
 
 def _foreign(meta: Mapping[str, Any]) -> list[str]:

@@ -148,8 +148,10 @@ def analyse_board_fault(
 
 
 def analyse_scheduler_restart(
-    boards: Sequence[str], samples: Samples, polls: Sequence[Poll], tl: Timeline
+    boards: Sequence[str], samples: Samples, polls: Sequence[Poll], tl: Timeline, lossless: bool = False
 ) -> FaultResult:
+    """``lossless``: the clients did not go through the scheduler (proxyless), so no request may fail;
+    through it, UNAVAILABLE while it is away is expected."""
     r = FaultResult("scheduler-restart", "sched")
     r.requests = len(samples)
     r.error_codes = error_codes(samples)
@@ -167,8 +169,13 @@ def analyse_scheduler_restart(
     r.up_after_s = None if up is None else up - tl.inject_s
     r.throughput_before = _rate(samples, tl.warmup_s, tl.inject_s)
     r.throughput_during = _rate(samples, tl.inject_s, back if back is not None else tl.end_s)
-    other = {k: v for k, v in r.error_codes.items() if k != "UNAVAILABLE"}
-    if other:
+    other = {k: v for k, v in r.error_codes.items() if lossless or k != "UNAVAILABLE"}
+    if lossless and other:
+        r.why.append(
+            "proxyless requests failed although no board did: "
+            + ", ".join(f"{k} x{v}" for k, v in other.items())
+        )
+    elif other:
         r.why.append(
             "requests failed with other codes than UNAVAILABLE: "
             + ", ".join(f"{k} x{v}" for k, v in other.items())

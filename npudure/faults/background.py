@@ -16,6 +16,7 @@ import grpc
 
 from npudure import security
 from npudure.bench.load import LoadResult, Target, closed_loop
+from npudure.client_proxyless import ProxylessTarget
 from npudure.faults.fleet import RECONNECT_OPTIONS
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
@@ -46,8 +47,12 @@ class BackgroundLoad:
         t0: float,
         connections: int = 2,
         timeout_s: float = REQUEST_TIMEOUT_S,
+        mode: str = "scheduler",
     ) -> None:
         self.address = address
+        # "scheduler": every request through the scheduler; "proxyless": straight to the boards on the
+        # scheduler's route (npudure.client_proxyless), the scheduler only answering GetRoute.
+        self.mode = mode
         self.requests = requests
         self.concurrency = concurrency
         self.warmup_s = warmup_s
@@ -76,7 +81,11 @@ class BackgroundLoad:
             self.error = exc
 
     async def _main(self) -> LoadResult:
-        target = _FleetTarget(self.address, self.connections)
+        target: _FleetTarget | ProxylessTarget = (
+            ProxylessTarget(self.address, options=RECONNECT_OPTIONS)
+            if self.mode == "proxyless"
+            else _FleetTarget(self.address, self.connections)
+        )
         await target.open()
         try:
             return await closed_loop(

@@ -66,6 +66,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "scheduler-restart (default all)",
     )
     run.add_argument(
+        "--mode",
+        choices=("scheduler", "proxyless"),
+        default="scheduler",
+        help="scheduler: the load goes through the scheduler (default); proxyless: straight to the boards "
+        "on the scheduler's GetRoute (docs/proxyless.md)",
+    )
+    run.add_argument(
         "--baseline", type=float, default=5.0, help="seconds of load before each fault (default 5)"
     )
     run.add_argument("--hold", type=float, default=6.0, help="seconds a held fault stays (default 6)")
@@ -233,14 +240,20 @@ def _run_faults(args, specs, fleet, out: Path, manifest: dict) -> int:
 
     concurrency = args.concurrency or 2 * len(fleet.boards)
     timing = Timing(baseline_s=args.baseline, hold_s=args.hold, recovery_budget_s=args.budget)
-    manifest.update({"concurrency": concurrency, "scheduler": fleet.scheduler, "boards": fleet.boards})
+    manifest.update(
+        {"concurrency": concurrency, "scheduler": fleet.scheduler, "boards": fleet.boards, "mode": args.mode}
+    )
     started = time.monotonic()
-    results = run_suite(fleet, specs, _frames(args), concurrency, timing, out)
+    results = run_suite(fleet, specs, _frames(args), concurrency, timing, out, mode=args.mode)
     text = "\n".join(
         [
             f"Fault suite on the emulated fleet ({len(fleet.boards)} boards, EMULATED NPU: sim backend, "
-            f"time scale {args.time_scale:g}), closed loop at concurrency {concurrency} "
-            f"through {fleet.scheduler}",
+            f"time scale {args.time_scale:g}), closed loop at concurrency {concurrency}, mode {args.mode}: "
+            + (
+                f"straight to the boards on the route from {fleet.scheduler}"
+                if args.mode == "proxyless"
+                else f"through {fleet.scheduler}"
+            ),
             "",
             analysis.table(results),
             "",

@@ -238,11 +238,3 @@ class Fleet:
             return rpc.NodeStub(channel).InjectFault(
                 pb.InjectFaultRequest(fault=fault), timeout=ADMIN_TIMEOUT_S
             )
-
-    def main_pid(self, host: str, unit: str) -> int | None:
-        proc = self.lab.exec(host, ["systemctl", "show", "-p", "MainPID", "--value", unit], timeout=15)
-        try:
-            pid = int(proc.stdout.strip())
-        except ValueError:
-            return None
-        return pid or None

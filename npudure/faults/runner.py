@@ -84,6 +84,7 @@ def run_fault(
     timing: Timing,
     out_dir: Path,
     log: Log = print,
+    mode: str = "scheduler",
 ) -> FaultResult:
     ok, states = fleet.wait_all_up(timing.settle_timeout_s)
     if not ok:
@@ -96,7 +97,7 @@ def run_fault(
     t0 = time.perf_counter()
     poller = StatusPoller(fleet.scheduler, t0)
     load = BackgroundLoad(
-        fleet.scheduler, frames.requests, concurrency, timing.warmup_s, end - timing.warmup_s, t0
+        fleet.scheduler, frames.requests, concurrency, timing.warmup_s, end - timing.warmup_s, t0, mode=mode
     )
     poller.start()
     load.start()
@@ -129,7 +130,7 @@ def run_fault(
     else:
         tl = Timeline(timing.warmup_s, inject_s, injected_s, lift_s, result.window_end_s)
         if spec.on_scheduler:
-            r = analyse_scheduler_restart(fleet.boards, samples, polls, tl)
+            r = analyse_scheduler_restart(fleet.boards, samples, polls, tl, lossless=mode == "proxyless")
         else:
             r = analyse_board_fault(spec.name, board, spec.excludes, samples, polls, tl)
     r.why += problems or ([] if tl else ["the fault was not injected"])
@@ -141,6 +142,7 @@ def run_fault(
             "what": spec.what,
             "board": board,
             "concurrency": concurrency,
+            "mode": mode,
             "timing": asdict(timing),
             "recovery_budget_s": timing.budget(spec),
             "timeline_s": asdict(tl) if tl else None,
@@ -159,12 +161,13 @@ def run_suite(
     timing: Timing,
     out: Path,
     log: Log = print,
+    mode: str = "scheduler",
 ) -> list[FaultResult]:
     results: list[FaultResult] = []
     for i, (spec, board) in enumerate(zip(specs, pick_boards(specs, fleet.boards), strict=True), 1):
         folder = out / f"{i:02d}-{spec.name}"
         folder.mkdir()
-        r = run_fault(fleet, spec, board, frames, concurrency, timing, folder, log)
+        r = run_fault(fleet, spec, board, frames, concurrency, timing, folder, log, mode)
         log(
             f"  -> {'PASS' if r.passed else 'FAIL'}: failed={r.failed} excluded_after_s={r.excluded_after_s} "
             f"back_after_s={r.back_after_s}" + (f" ({'; '.join(r.why)})" if r.why else "")

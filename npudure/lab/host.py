@@ -22,7 +22,6 @@ HOST_TOOLS: dict[str, str] = {
 }
 # The keyring debootstrap checks the Release file against (package debian-archive-keyring).
 DEBIAN_KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
-HOST_PACKAGES = sorted({*HOST_TOOLS.values(), "debian-archive-keyring"})
 
 SBIN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 

@@ -24,19 +24,19 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dnpudure/proto/inference.proto\x12\nnpudure.v1\"Y\n\x0cInferRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12&\n\x08\x65ncoding\x18\x02 \x01(\x0e\x32\x14.npudure.v1.Encoding\x12\r\n\x05\x66rame\x18\x03 \x01(\x0c\"\\\n\tDetection\x12\x10\n\x08\x63lass_id\x18\x01 \x01(\r\x12\r\n\x05score\x18\x02 \x01(\x02\x12\n\n\x02x1\x18\x03 \x01(\x02\x12\n\n\x02y1\x18\x04 \x01(\x02\x12\n\n\x02x2\x18\x05 \x01(\x02\x12\n\n\x02y2\x18\x06 \x01(\x02\"\xfc\x01\n\x0bStageTiming\x12\x1a\n\x12scheduler_queue_us\x18\x01 \x01(\x04\x12\x10\n\x08route_us\x18\x02 \x01(\x04\x12\x1b\n\x13network_to_board_us\x18\x03 \x01(\x04\x12\x16\n\x0e\x62oard_queue_us\x18\x04 \x01(\x04\x12\x11\n\tdecode_us\x18\x05 \x01(\x04\x12\x15\n\rpreprocess_us\x18\x06 \x01(\x04\x12\x14\n\x0cinference_us\x18\x07 \x01(\x04\x12\x16\n\x0epostprocess_us\x18\x08 \x01(\x04\x12\x16\n\x0e\x62oard_total_us\x18\t \x01(\x04\x12\x1a\n\x12scheduler_total_us\x18\n \x01(\x04\"\xba\x01\n\rInferResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12)\n\ndetections\x18\x02 \x03(\x0b\x32\x15.npudure.v1.Detection\x12\x0c\n\x04node\x18\x03 \x01(\t\x12\'\n\x06timing\x18\x04 \x01(\x0b\x32\x17.npudure.v1.StageTiming\x12\x0f\n\x07\x62\x61\x63kend\x18\x05 \x01(\t\x12\x10\n\x08\x65mulated\x18\x06 \x01(\x08\x12\x10\n\x08\x61ttempts\x18\x07 \x01(\r\"C\n\x07Reading\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\x05value\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\x0c\n\x04unit\x18\x03 \x01(\tB\x08\n\x06_value\"\xce\x01\n\tTelemetry\x12&\n\tthermal_c\x18\x01 \x03(\x0b\x32\x13.npudure.v1.Reading\x12)\n\x0c\x63pu_freq_mhz\x18\x02 \x03(\x0b\x32\x13.npudure.v1.Reading\x12 \n\x03npu\x18\x03 \x03(\x0b\x32\x13.npudure.v1.Reading\x12\x1a\n\x12process_cpu_user_s\x18\x04 \x01(\x01\x12\x1c\n\x14process_cpu_system_s\x18\x05 \x01(\x01\x12\x12\n\nsampled_at\x18\x06 \x01(\x01\"\x13\n\x11NodeStatusRequest\"\xe2\x02\n\nNodeStatus\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x02 \x01(\t\x12\x10\n\x08\x65mulated\x18\x03 \x01(\x08\x12\x15\n\ragent_version\x18\x04 \x01(\t\x12\x17\n\x0fruntime_version\x18\x05 \x01(\t\x12\x14\n\x0cmodel_sha256\x18\x06 \x01(\t\x12\x0f\n\x07\x62oot_id\x18\x07 \x01(\t\x12\x11\n\tnpu_cores\x18\x08 \x01(\r\x12\x11\n\tin_flight\x18\t \x01(\r\x12\x13\n\x0bqueue_depth\x18\n \x01(\r\x12\x14\n\x0cserved_total\x18\x0b \x01(\x04\x12\x14\n\x0c\x65rrors_total\x18\x0c \x01(\x04\x12\x13\n\x0b\x63pu_cap_mhz\x18\r \x01(\r\x12(\n\ttelemetry\x18\x0e \x01(\x0b\x32\x15.npudure.v1.Telemetry\x12\x14\n\x0chung_workers\x18\x0f \x01(\r\x12\x10\n\x08uptime_s\x18\x10 \x01(\x01\"\x1f\n\x10SetCpuCapRequest\x12\x0b\n\x03mhz\x18\x01 \x01(\r\"6\n\x12InjectFaultRequest\x12 \n\x05\x66\x61ult\x18\x01 \x01(\x0e\x32\x11.npudure.v1.Fault\"\xaa\x02\n\x0b\x42oardStatus\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12%\n\x05state\x18\x03 \x01(\x0e\x32\x16.npudure.v1.BoardState\x12\x11\n\tin_flight\x18\x04 \x01(\r\x12\x15\n\rmax_in_flight\x18\x05 \x01(\r\x12\x17\n\x0f\x65wma_service_ms\x18\x06 \x01(\x01\x12\x14\n\x0cserved_total\x18\x07 \x01(\x04\x12\x16\n\x0e\x66\x61ilures_total\x18\x08 \x01(\x04\x12\x1c\n\x14\x63onsecutive_failures\x18\t \x01(\r\x12+\n\x0blast_status\x18\n \x01(\x0b\x32\x16.npudure.v1.NodeStatus\x12\x19\n\x11last_status_age_s\x18\x0b \x01(\x01\"\x16\n\x14\x43lusterStatusRequest\"\xef\x01\n\rClusterStatus\x12\x0e\n\x06policy\x18\x01 \x01(\t\x12\'\n\x06\x62oards\x18\x02 \x03(\x0b\x32\x17.npudure.v1.BoardStatus\x12\x13\n\x0bqueue_depth\x18\x03 \x01(\r\x12\x13\n\x0bqueue_limit\x18\x04 \x01(\r\x12\x1d\n\x15\x63onnections_per_board\x18\x05 \x01(\r\x12\x14\n\x0clease_holder\x18\x06 \x01(\t\x12\x19\n\x11scheduler_version\x18\x07 \x01(\t\x12\x14\n\x0cserved_total\x18\x08 \x01(\x04\x12\x15\n\rretries_total\x18\t \x01(\x04\"&\n\x15SetActiveNodesRequest\x12\r\n\x05nodes\x18\x01 \x03(\t\"\"\n\x10SetPolicyRequest\x12\x0e\n\x06policy\x18\x01 \x01(\t\"/\n\x10\x44rainNodeRequest\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\r\n\x05\x64rain\x18\x02 \x01(\x08\"1\n\x14SetNodeCpuCapRequest\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x0b\n\x03mhz\x18\x02 \x01(\r\"-\n\x0cLeaseRequest\x12\x0e\n\x06holder\x18\x01 \x01(\t\x12\r\n\x05ttl_s\x18\x02 \x01(\x01\"-\n\x05Lease\x12\x0e\n\x06holder\x18\x01 \x01(\t\x12\x14\n\x0c\x65xpires_in_s\x18\x02 \x01(\x01*M\n\x08\x45ncoding\x12\x18\n\x14\x45NCODING_UNSPECIFIED\x10\x00\x12\x14\n\x10\x45NCODING_RAW_RGB\x10\x01\x12\x11\n\rENCODING_JPEG\x10\x02*\'\n\x05\x46\x61ult\x12\x0e\n\nFAULT_NONE\x10\x00\x12\x0e\n\nFAULT_HANG\x10\x01*\x9c\x01\n\nBoardState\x12\x1b\n\x17\x42OARD_STATE_UNSPECIFIED\x10\x00\x12\x12\n\x0e\x42OARD_STATE_UP\x10\x01\x12\x14\n\x10\x42OARD_STATE_DOWN\x10\x02\x12\x18\n\x14\x42OARD_STATE_DRAINING\x10\x03\x12\x13\n\x0f\x42OARD_STATE_HOT\x10\x04\x12\x18\n\x14\x42OARD_STATE_INACTIVE\x10\x05\x32I\n\tInference\x12<\n\x05Infer\x12\x18.npudure.v1.InferRequest\x1a\x19.npudure.v1.InferResponse2\xd4\x01\n\x04Node\x12\x42\n\tGetStatus\x12\x1d.npudure.v1.NodeStatusRequest\x1a\x16.npudure.v1.NodeStatus\x12\x41\n\tSetCpuCap\x12\x1c.npudure.v1.SetCpuCapRequest\x1a\x16.npudure.v1.NodeStatus\x12\x45\n\x0bInjectFault\x12\x1e.npudure.v1.InjectFaultRequest\x1a\x16.npudure.v1.NodeStatus2\xfb\x03\n\x07\x43luster\x12O\n\x10GetClusterStatus\x12 .npudure.v1.ClusterStatusRequest\x1a\x19.npudure.v1.ClusterStatus\x12N\n\x0eSetActiveNodes\x12!.npudure.v1.SetActiveNodesRequest\x1a\x19.npudure.v1.ClusterStatus\x12\x44\n\tSetPolicy\x12\x1c.npudure.v1.SetPolicyRequest\x1a\x19.npudure.v1.ClusterStatus\x12\x44\n\tDrainNode\x12\x1c.npudure.v1.DrainNodeRequest\x1a\x19.npudure.v1.ClusterStatus\x12I\n\rSetNodeCpuCap\x12 .npudure.v1.SetNodeCpuCapRequest\x1a\x16.npudure.v1.NodeStatus\x12;\n\x0c\x41\x63quireLease\x12\x18.npudure.v1.LeaseRequest\x1a\x11.npudure.v1.Lease\x12;\n\x0cReleaseLease\x12\x18.npudure.v1.LeaseRequest\x1a\x11.npudure.v1.Leaseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dnpudure/proto/inference.proto\x12\nnpudure.v1\"Y\n\x0cInferRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12&\n\x08\x65ncoding\x18\x02 \x01(\x0e\x32\x14.npudure.v1.Encoding\x12\r\n\x05\x66rame\x18\x03 \x01(\x0c\"\\\n\tDetection\x12\x10\n\x08\x63lass_id\x18\x01 \x01(\r\x12\r\n\x05score\x18\x02 \x01(\x02\x12\n\n\x02x1\x18\x03 \x01(\x02\x12\n\n\x02y1\x18\x04 \x01(\x02\x12\n\n\x02x2\x18\x05 \x01(\x02\x12\n\n\x02y2\x18\x06 \x01(\x02\"\xfc\x01\n\x0bStageTiming\x12\x1a\n\x12scheduler_queue_us\x18\x01 \x01(\x04\x12\x10\n\x08route_us\x18\x02 \x01(\x04\x12\x1b\n\x13network_to_board_us\x18\x03 \x01(\x04\x12\x16\n\x0e\x62oard_queue_us\x18\x04 \x01(\x04\x12\x11\n\tdecode_us\x18\x05 \x01(\x04\x12\x15\n\rpreprocess_us\x18\x06 \x01(\x04\x12\x14\n\x0cinference_us\x18\x07 \x01(\x04\x12\x16\n\x0epostprocess_us\x18\x08 \x01(\x04\x12\x16\n\x0e\x62oard_total_us\x18\t \x01(\x04\x12\x1a\n\x12scheduler_total_us\x18\n \x01(\x04\"\xba\x01\n\rInferResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12)\n\ndetections\x18\x02 \x03(\x0b\x32\x15.npudure.v1.Detection\x12\x0c\n\x04node\x18\x03 \x01(\t\x12\'\n\x06timing\x18\x04 \x01(\x0b\x32\x17.npudure.v1.StageTiming\x12\x0f\n\x07\x62\x61\x63kend\x18\x05 \x01(\t\x12\x10\n\x08\x65mulated\x18\x06 \x01(\x08\x12\x10\n\x08\x61ttempts\x18\x07 \x01(\r\"C\n\x07Reading\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\x05value\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\x0c\n\x04unit\x18\x03 \x01(\tB\x08\n\x06_value\"\xce\x01\n\tTelemetry\x12&\n\tthermal_c\x18\x01 \x03(\x0b\x32\x13.npudure.v1.Reading\x12)\n\x0c\x63pu_freq_mhz\x18\x02 \x03(\x0b\x32\x13.npudure.v1.Reading\x12 \n\x03npu\x18\x03 \x03(\x0b\x32\x13.npudure.v1.Reading\x12\x1a\n\x12process_cpu_user_s\x18\x04 \x01(\x01\x12\x1c\n\x14process_cpu_system_s\x18\x05 \x01(\x01\x12\x12\n\nsampled_at\x18\x06 \x01(\x01\"\x13\n\x11NodeStatusRequest\"\xb2\x03\n\nNodeStatus\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x02 \x01(\t\x12\x10\n\x08\x65mulated\x18\x03 \x01(\x08\x12\x15\n\ragent_version\x18\x04 \x01(\t\x12\x17\n\x0fruntime_version\x18\x05 \x01(\t\x12\x14\n\x0cmodel_sha256\x18\x06 \x01(\t\x12\x0f\n\x07\x62oot_id\x18\x07 \x01(\t\x12\x11\n\tnpu_cores\x18\x08 \x01(\r\x12\x11\n\tin_flight\x18\t \x01(\r\x12\x13\n\x0bqueue_depth\x18\n \x01(\r\x12\x14\n\x0cserved_total\x18\x0b \x01(\x04\x12\x14\n\x0c\x65rrors_total\x18\x0c \x01(\x04\x12\x13\n\x0b\x63pu_cap_mhz\x18\r \x01(\r\x12(\n\ttelemetry\x18\x0e \x01(\x0b\x32\x15.npudure.v1.Telemetry\x12\x14\n\x0chung_workers\x18\x0f \x01(\r\x12\x10\n\x08uptime_s\x18\x10 \x01(\x01\x12\x0f\n\x07serving\x18\x14 \x01(\x08\x12\x1b\n\x13not_serving_reasons\x18\x15 \x03(\t\x12\x0b\n\x03rps\x18\x16 \x01(\x01\x12\x13\n\x0butilization\x18\x17 \x01(\x01\"\x1f\n\x10SetCpuCapRequest\x12\x0b\n\x03mhz\x18\x01 \x01(\r\"6\n\x12InjectFaultRequest\x12 \n\x05\x66\x61ult\x18\x01 \x01(\x0e\x32\x11.npudure.v1.Fault\"$\n\x11SetServingRequest\x12\x0f\n\x07reasons\x18\x01 \x03(\t\"\xaa\x02\n\x0b\x42oardStatus\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12%\n\x05state\x18\x03 \x01(\x0e\x32\x16.npudure.v1.BoardState\x12\x11\n\tin_flight\x18\x04 \x01(\r\x12\x15\n\rmax_in_flight\x18\x05 \x01(\r\x12\x17\n\x0f\x65wma_service_ms\x18\x06 \x01(\x01\x12\x14\n\x0cserved_total\x18\x07 \x01(\x04\x12\x16\n\x0e\x66\x61ilures_total\x18\x08 \x01(\x04\x12\x1c\n\x14\x63onsecutive_failures\x18\t \x01(\r\x12+\n\x0blast_status\x18\n \x01(\x0b\x32\x16.npudure.v1.NodeStatus\x12\x19\n\x11last_status_age_s\x18\x0b \x01(\x01\"\x16\n\x14\x43lusterStatusRequest\"\xef\x01\n\rClusterStatus\x12\x0e\n\x06policy\x18\x01 \x01(\t\x12\'\n\x06\x62oards\x18\x02 \x03(\x0b\x32\x17.npudure.v1.BoardStatus\x12\x13\n\x0bqueue_depth\x18\x03 \x01(\r\x12\x13\n\x0bqueue_limit\x18\x04 \x01(\r\x12\x1d\n\x15\x63onnections_per_board\x18\x05 \x01(\r\x12\x14\n\x0clease_holder\x18\x06 \x01(\t\x12\x19\n\x11scheduler_version\x18\x07 \x01(\t\x12\x14\n\x0cserved_total\x18\x08 \x01(\x04\x12\x15\n\rretries_total\x18\t \x01(\x04\"&\n\x15SetActiveNodesRequest\x12\r\n\x05nodes\x18\x01 \x03(\t\"\"\n\x10SetPolicyRequest\x12\x0e\n\x06policy\x18\x01 \x01(\t\"/\n\x10\x44rainNodeRequest\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\r\n\x05\x64rain\x18\x02 \x01(\x08\"1\n\x14SetNodeCpuCapRequest\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x0b\n\x03mhz\x18\x02 \x01(\r\"-\n\x0cLeaseRequest\x12\x0e\n\x06holder\x18\x01 \x01(\t\x12\r\n\x05ttl_s\x18\x02 \x01(\x01\"-\n\x05Lease\x12\x0e\n\x06holder\x18\x01 \x01(\t\x12\x14\n\x0c\x65xpires_in_s\x18\x02 \x01(\x01\"\x0e\n\x0cRouteRequest\"=\n\nRouteBoard\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x10\n\x08resolved\x18\x03 \x01(\t\"\xb1\x01\n\x05Route\x12&\n\x06\x62oards\x18\x01 \x03(\x0b\x32\x16.npudure.v1.RouteBoard\x12\x0e\n\x06target\x18\x02 \x01(\t\x12\x1b\n\x13service_config_json\x18\x03 \x01(\t\x12\x0f\n\x07version\x18\x04 \x01(\t\x12\x0b\n\x03tls\x18\x05 \x01(\x08\x12\x19\n\x11max_message_bytes\x18\x06 \x01(\r\x12\x1a\n\x12refresh_interval_s\x18\x07 \x01(\x01*M\n\x08\x45ncoding\x12\x18\n\x14\x45NCODING_UNSPECIFIED\x10\x00\x12\x14\n\x10\x45NCODING_RAW_RGB\x10\x01\x12\x11\n\rENCODING_JPEG\x10\x02*\'\n\x05\x46\x61ult\x12\x0e\n\nFAULT_NONE\x10\x00\x12\x0e\n\nFAULT_HANG\x10\x01*\x9c\x01\n\nBoardState\x12\x1b\n\x17\x42OARD_STATE_UNSPECIFIED\x10\x00\x12\x12\n\x0e\x42OARD_STATE_UP\x10\x01\x12\x14\n\x10\x42OARD_STATE_DOWN\x10\x02\x12\x18\n\x14\x42OARD_STATE_DRAINING\x10\x03\x12\x13\n\x0f\x42OARD_STATE_HOT\x10\x04\x12\x18\n\x14\x42OARD_STATE_INACTIVE\x10\x05\x32I\n\tInference\x12<\n\x05Infer\x12\x18.npudure.v1.InferRequest\x1a\x19.npudure.v1.InferResponse2\x99\x02\n\x04Node\x12\x42\n\tGetStatus\x12\x1d.npudure.v1.NodeStatusRequest\x1a\x16.npudure.v1.NodeStatus\x12\x41\n\tSetCpuCap\x12\x1c.npudure.v1.SetCpuCapRequest\x1a\x16.npudure.v1.NodeStatus\x12\x45\n\x0bInjectFault\x12\x1e.npudure.v1.InjectFaultRequest\x1a\x16.npudure.v1.NodeStatus\x12\x43\n\nSetServing\x12\x1d.npudure.v1.SetServingRequest\x1a\x16.npudure.v1.NodeStatus2\xb4\x04\n\x07\x43luster\x12O\n\x10GetClusterStatus\x12 .npudure.v1.ClusterStatusRequest\x1a\x19.npudure.v1.ClusterStatus\x12N\n\x0eSetActiveNodes\x12!.npudure.v1.SetActiveNodesRequest\x1a\x19.npudure.v1.ClusterStatus\x12\x44\n\tSetPolicy\x12\x1c.npudure.v1.SetPolicyRequest\x1a\x19.npudure.v1.ClusterStatus\x12\x44\n\tDrainNode\x12\x1c.npudure.v1.DrainNodeRequest\x1a\x19.npudure.v1.ClusterStatus\x12I\n\rSetNodeCpuCap\x12 .npudure.v1.SetNodeCpuCapRequest\x1a\x16.npudure.v1.NodeStatus\x12;\n\x0c\x41\x63quireLease\x12\x18.npudure.v1.LeaseRequest\x1a\x11.npudure.v1.Lease\x12;\n\x0cReleaseLease\x12\x18.npudure.v1.LeaseRequest\x1a\x11.npudure.v1.Lease\x12\x37\n\x08GetRoute\x12\x18.npudure.v1.RouteRequest\x1a\x11.npudure.v1.Routeb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'npudure.proto.inference_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_ENCODING']._serialized_start=2256
-  _globals['_ENCODING']._serialized_end=2333
-  _globals['_FAULT']._serialized_start=2335
-  _globals['_FAULT']._serialized_end=2374
-  _globals['_BOARDSTATE']._serialized_start=2377
-  _globals['_BOARDSTATE']._serialized_end=2533
+  _globals['_ENCODING']._serialized_start=2633
+  _globals['_ENCODING']._serialized_end=2710
+  _globals['_FAULT']._serialized_start=2712
+  _globals['_FAULT']._serialized_end=2751
+  _globals['_BOARDSTATE']._serialized_start=2754
+  _globals['_BOARDSTATE']._serialized_end=2910
   _globals['_INFERREQUEST']._serialized_start=45
   _globals['_INFERREQUEST']._serialized_end=134
   _globals['_DETECTION']._serialized_start=136
@@ -52,33 +52,41 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_NODESTATUSREQUEST']._serialized_start=952
   _globals['_NODESTATUSREQUEST']._serialized_end=971
   _globals['_NODESTATUS']._serialized_start=974
-  _globals['_NODESTATUS']._serialized_end=1328
-  _globals['_SETCPUCAPREQUEST']._serialized_start=1330
-  _globals['_SETCPUCAPREQUEST']._serialized_end=1361
-  _globals['_INJECTFAULTREQUEST']._serialized_start=1363
-  _globals['_INJECTFAULTREQUEST']._serialized_end=1417
-  _globals['_BOARDSTATUS']._serialized_start=1420
-  _globals['_BOARDSTATUS']._serialized_end=1718
-  _globals['_CLUSTERSTATUSREQUEST']._serialized_start=1720
-  _globals['_CLUSTERSTATUSREQUEST']._serialized_end=1742
-  _globals['_CLUSTERSTATUS']._serialized_start=1745
-  _globals['_CLUSTERSTATUS']._serialized_end=1984
-  _globals['_SETACTIVENODESREQUEST']._serialized_start=1986
-  _globals['_SETACTIVENODESREQUEST']._serialized_end=2024
-  _globals['_SETPOLICYREQUEST']._serialized_start=2026
-  _globals['_SETPOLICYREQUEST']._serialized_end=2060
-  _globals['_DRAINNODEREQUEST']._serialized_start=2062
-  _globals['_DRAINNODEREQUEST']._serialized_end=2109
-  _globals['_SETNODECPUCAPREQUEST']._serialized_start=2111
-  _globals['_SETNODECPUCAPREQUEST']._serialized_end=2160
-  _globals['_LEASEREQUEST']._serialized_start=2162
-  _globals['_LEASEREQUEST']._serialized_end=2207
-  _globals['_LEASE']._serialized_start=2209
-  _globals['_LEASE']._serialized_end=2254
-  _globals['_INFERENCE']._serialized_start=2535
-  _globals['_INFERENCE']._serialized_end=2608
-  _globals['_NODE']._serialized_start=2611
-  _globals['_NODE']._serialized_end=2823
-  _globals['_CLUSTER']._serialized_start=2826
-  _globals['_CLUSTER']._serialized_end=3333
+  _globals['_NODESTATUS']._serialized_end=1408
+  _globals['_SETCPUCAPREQUEST']._serialized_start=1410
+  _globals['_SETCPUCAPREQUEST']._serialized_end=1441
+  _globals['_INJECTFAULTREQUEST']._serialized_start=1443
+  _globals['_INJECTFAULTREQUEST']._serialized_end=1497
+  _globals['_SETSERVINGREQUEST']._serialized_start=1499
+  _globals['_SETSERVINGREQUEST']._serialized_end=1535
+  _globals['_BOARDSTATUS']._serialized_start=1538
+  _globals['_BOARDSTATUS']._serialized_end=1836
+  _globals['_CLUSTERSTATUSREQUEST']._serialized_start=1838
+  _globals['_CLUSTERSTATUSREQUEST']._serialized_end=1860
+  _globals['_CLUSTERSTATUS']._serialized_start=1863
+  _globals['_CLUSTERSTATUS']._serialized_end=2102
+  _globals['_SETACTIVENODESREQUEST']._serialized_start=2104
+  _globals['_SETACTIVENODESREQUEST']._serialized_end=2142
+  _globals['_SETPOLICYREQUEST']._serialized_start=2144
+  _globals['_SETPOLICYREQUEST']._serialized_end=2178
+  _globals['_DRAINNODEREQUEST']._serialized_start=2180
+  _globals['_DRAINNODEREQUEST']._serialized_end=2227
+  _globals['_SETNODECPUCAPREQUEST']._serialized_start=2229
+  _globals['_SETNODECPUCAPREQUEST']._serialized_end=2278
+  _globals['_LEASEREQUEST']._serialized_start=2280
+  _globals['_LEASEREQUEST']._serialized_end=2325
+  _globals['_LEASE']._serialized_start=2327
+  _globals['_LEASE']._serialized_end=2372
+  _globals['_ROUTEREQUEST']._serialized_start=2374
+  _globals['_ROUTEREQUEST']._serialized_end=2388
+  _globals['_ROUTEBOARD']._serialized_start=2390
+  _globals['_ROUTEBOARD']._serialized_end=2451
+  _globals['_ROUTE']._serialized_start=2454
+  _globals['_ROUTE']._serialized_end=2631
+  _globals['_INFERENCE']._serialized_start=2912
+  _globals['_INFERENCE']._serialized_end=2985
+  _globals['_NODE']._serialized_start=2988
+  _globals['_NODE']._serialized_end=3269
+  _globals['_CLUSTER']._serialized_start=3272
+  _globals['_CLUSTER']._serialized_end=3836
 # @@protoc_insertion_point(module_scope)

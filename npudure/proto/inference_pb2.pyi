@@ -137,7 +137,7 @@ class NodeStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class NodeStatus(_message.Message):
-    __slots__ = ("node", "backend", "emulated", "agent_version", "runtime_version", "model_sha256", "boot_id", "npu_cores", "in_flight", "queue_depth", "served_total", "errors_total", "cpu_cap_mhz", "telemetry", "hung_workers", "uptime_s")
+    __slots__ = ("node", "backend", "emulated", "agent_version", "runtime_version", "model_sha256", "boot_id", "npu_cores", "in_flight", "queue_depth", "served_total", "errors_total", "cpu_cap_mhz", "telemetry", "hung_workers", "uptime_s", "serving", "not_serving_reasons", "rps", "utilization")
     NODE_FIELD_NUMBER: _ClassVar[int]
     BACKEND_FIELD_NUMBER: _ClassVar[int]
     EMULATED_FIELD_NUMBER: _ClassVar[int]
@@ -154,6 +154,10 @@ class NodeStatus(_message.Message):
     TELEMETRY_FIELD_NUMBER: _ClassVar[int]
     HUNG_WORKERS_FIELD_NUMBER: _ClassVar[int]
     UPTIME_S_FIELD_NUMBER: _ClassVar[int]
+    SERVING_FIELD_NUMBER: _ClassVar[int]
+    NOT_SERVING_REASONS_FIELD_NUMBER: _ClassVar[int]
+    RPS_FIELD_NUMBER: _ClassVar[int]
+    UTILIZATION_FIELD_NUMBER: _ClassVar[int]
     node: str
     backend: str
     emulated: bool
@@ -170,7 +174,11 @@ class NodeStatus(_message.Message):
     telemetry: Telemetry
     hung_workers: int
     uptime_s: float
-    def __init__(self, node: _Optional[str] = ..., backend: _Optional[str] = ..., emulated: _Optional[bool] = ..., agent_version: _Optional[str] = ..., runtime_version: _Optional[str] = ..., model_sha256: _Optional[str] = ..., boot_id: _Optional[str] = ..., npu_cores: _Optional[int] = ..., in_flight: _Optional[int] = ..., queue_depth: _Optional[int] = ..., served_total: _Optional[int] = ..., errors_total: _Optional[int] = ..., cpu_cap_mhz: _Optional[int] = ..., telemetry: _Optional[_Union[Telemetry, _Mapping]] = ..., hung_workers: _Optional[int] = ..., uptime_s: _Optional[float] = ...) -> None: ...
+    serving: bool
+    not_serving_reasons: _containers.RepeatedScalarFieldContainer[str]
+    rps: float
+    utilization: float
+    def __init__(self, node: _Optional[str] = ..., backend: _Optional[str] = ..., emulated: _Optional[bool] = ..., agent_version: _Optional[str] = ..., runtime_version: _Optional[str] = ..., model_sha256: _Optional[str] = ..., boot_id: _Optional[str] = ..., npu_cores: _Optional[int] = ..., in_flight: _Optional[int] = ..., queue_depth: _Optional[int] = ..., served_total: _Optional[int] = ..., errors_total: _Optional[int] = ..., cpu_cap_mhz: _Optional[int] = ..., telemetry: _Optional[_Union[Telemetry, _Mapping]] = ..., hung_workers: _Optional[int] = ..., uptime_s: _Optional[float] = ..., serving: _Optional[bool] = ..., not_serving_reasons: _Optional[_Iterable[str]] = ..., rps: _Optional[float] = ..., utilization: _Optional[float] = ...) -> None: ...
 
 class SetCpuCapRequest(_message.Message):
     __slots__ = ("mhz",)
@@ -183,6 +191,12 @@ class InjectFaultRequest(_message.Message):
     FAULT_FIELD_NUMBER: _ClassVar[int]
     fault: Fault
     def __init__(self, fault: _Optional[_Union[Fault, str]] = ...) -> None: ...
+
+class SetServingRequest(_message.Message):
+    __slots__ = ("reasons",)
+    REASONS_FIELD_NUMBER: _ClassVar[int]
+    reasons: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, reasons: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class BoardStatus(_message.Message):
     __slots__ = ("name", "address", "state", "in_flight", "max_in_flight", "ewma_service_ms", "served_total", "failures_total", "consecutive_failures", "last_status", "last_status_age_s")
@@ -279,3 +293,35 @@ class Lease(_message.Message):
     holder: str
     expires_in_s: float
     def __init__(self, holder: _Optional[str] = ..., expires_in_s: _Optional[float] = ...) -> None: ...
+
+class RouteRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class RouteBoard(_message.Message):
+    __slots__ = ("name", "address", "resolved")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    RESOLVED_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    address: str
+    resolved: str
+    def __init__(self, name: _Optional[str] = ..., address: _Optional[str] = ..., resolved: _Optional[str] = ...) -> None: ...
+
+class Route(_message.Message):
+    __slots__ = ("boards", "target", "service_config_json", "version", "tls", "max_message_bytes", "refresh_interval_s")
+    BOARDS_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    SERVICE_CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    TLS_FIELD_NUMBER: _ClassVar[int]
+    MAX_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    REFRESH_INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
+    boards: _containers.RepeatedCompositeFieldContainer[RouteBoard]
+    target: str
+    service_config_json: str
+    version: str
+    tls: bool
+    max_message_bytes: int
+    refresh_interval_s: float
+    def __init__(self, boards: _Optional[_Iterable[_Union[RouteBoard, _Mapping]]] = ..., target: _Optional[str] = ..., service_config_json: _Optional[str] = ..., version: _Optional[str] = ..., tls: _Optional[bool] = ..., max_message_bytes: _Optional[int] = ..., refresh_interval_s: _Optional[float] = ...) -> None: ...

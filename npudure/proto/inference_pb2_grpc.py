@@ -121,6 +121,11 @@ class NodeStub:
                 request_serializer=npudure_dot_proto_dot_inference__pb2.InjectFaultRequest.SerializeToString,
                 response_deserializer=npudure_dot_proto_dot_inference__pb2.NodeStatus.FromString,
                 _registered_method=True)
+        self.SetServing = channel.unary_unary(
+                '/npudure.v1.Node/SetServing',
+                request_serializer=npudure_dot_proto_dot_inference__pb2.SetServingRequest.SerializeToString,
+                response_deserializer=npudure_dot_proto_dot_inference__pb2.NodeStatus.FromString,
+                _registered_method=True)
 
 
 class NodeServicer:
@@ -146,6 +151,14 @@ class NodeServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetServing(self, request, context):
+        """Admin (the scheduler): the operator's exclusions, reflected in the board's gRPC health for the
+        `npudure.v1.Inference` service so that proxyless clients follow drain / active set / temperature.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NodeServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -162,6 +175,11 @@ def add_NodeServicer_to_server(servicer, server):
             'InjectFault': grpc.unary_unary_rpc_method_handler(
                     servicer.InjectFault,
                     request_deserializer=npudure_dot_proto_dot_inference__pb2.InjectFaultRequest.FromString,
+                    response_serializer=npudure_dot_proto_dot_inference__pb2.NodeStatus.SerializeToString,
+            ),
+            'SetServing': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetServing,
+                    request_deserializer=npudure_dot_proto_dot_inference__pb2.SetServingRequest.FromString,
                     response_serializer=npudure_dot_proto_dot_inference__pb2.NodeStatus.SerializeToString,
             ),
     }
@@ -256,6 +274,33 @@ class Node:
             metadata,
             _registered_method=True)
 
+    @staticmethod
+    def SetServing(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/npudure.v1.Node/SetServing',
+            npudure_dot_proto_dot_inference__pb2.SetServingRequest.SerializeToString,
+            npudure_dot_proto_dot_inference__pb2.NodeStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
 
 class ClusterStub:
     """Missing associated documentation comment in .proto file."""
@@ -300,6 +345,11 @@ class ClusterStub:
                 '/npudure.v1.Cluster/ReleaseLease',
                 request_serializer=npudure_dot_proto_dot_inference__pb2.LeaseRequest.SerializeToString,
                 response_deserializer=npudure_dot_proto_dot_inference__pb2.Lease.FromString,
+                _registered_method=True)
+        self.GetRoute = channel.unary_unary(
+                '/npudure.v1.Cluster/GetRoute',
+                request_serializer=npudure_dot_proto_dot_inference__pb2.RouteRequest.SerializeToString,
+                response_deserializer=npudure_dot_proto_dot_inference__pb2.Route.FromString,
                 _registered_method=True)
 
 
@@ -349,6 +399,13 @@ class ClusterServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetRoute(self, request, context):
+        """Proxyless clients: the boards' addresses and a ready-made service config (not an admin call).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClusterServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -386,6 +443,11 @@ def add_ClusterServicer_to_server(servicer, server):
                     servicer.ReleaseLease,
                     request_deserializer=npudure_dot_proto_dot_inference__pb2.LeaseRequest.FromString,
                     response_serializer=npudure_dot_proto_dot_inference__pb2.Lease.SerializeToString,
+            ),
+            'GetRoute': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetRoute,
+                    request_deserializer=npudure_dot_proto_dot_inference__pb2.RouteRequest.FromString,
+                    response_serializer=npudure_dot_proto_dot_inference__pb2.Route.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -577,6 +639,33 @@ class Cluster:
             '/npudure.v1.Cluster/ReleaseLease',
             npudure_dot_proto_dot_inference__pb2.LeaseRequest.SerializeToString,
             npudure_dot_proto_dot_inference__pb2.Lease.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetRoute(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/npudure.v1.Cluster/GetRoute',
+            npudure_dot_proto_dot_inference__pb2.RouteRequest.SerializeToString,
+            npudure_dot_proto_dot_inference__pb2.Route.FromString,
             options,
             channel_credentials,
             insecure,

@@ -136,10 +136,11 @@ def open_board(index: int, board: BoardConfig, config: SchedulerConfig) -> Board
 class BoardMonitor:
     """Health checks (fast, decide up/down) and status polls (telemetry, temperature) for one board."""
 
-    def __init__(self, board: Board, config: SchedulerConfig, on_change) -> None:
+    def __init__(self, board: Board, config: SchedulerConfig, on_change, on_status=None) -> None:
         self.board = board
         self.config = config
         self._on_change = on_change
+        self._on_status = on_status  # called after each successful status poll
         channel = board.channels[0]
         self._health = health_pb2_grpc.HealthStub(channel)
         self._node = rpc.NodeStub(channel)
@@ -183,6 +184,8 @@ class BoardMonitor:
                 limit,
             )
             self._on_change()
+        if self._on_status:
+            self._on_status(board)
 
     async def run(self) -> None:
         board, config = self.board, self.config

@@ -19,6 +19,7 @@ from npudure.scheduler.boards import Board, BoardMonitor, open_board
 from npudure.scheduler.dispatch import Dispatcher, DispatchError
 from npudure.scheduler.metrics import SchedulerMetrics
 from npudure.scheduler.policies import POLICIES, make_policy
+from npudure.scheduler.route import ServingPusher, build_route, resolve
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,9 @@ class Scheduler(rpc.ClusterServicer):
         self.boards: list[Board] = [open_board(i, b, config) for i, b in enumerate(config.boards)]
         self.by_name = {b.name: b for b in self.boards}
         self.dispatch = Dispatcher(self.boards, config, self.metrics)
-        self.monitors = [BoardMonitor(b, config, self._state_changed) for b in self.boards]
+        self.serving = ServingPusher(self.boards)
+        self.monitors = [BoardMonitor(b, config, self._state_changed, self.serving.sync) for b in self.boards]
+        self._resolved: dict[str, str] = {}
         self.lease = Lease()
         self.health = health.aio.HealthServicer()
         self.admin = security.AdminGuard(config.admin, config.tls)
@@ -78,6 +81,7 @@ class Scheduler(rpc.ClusterServicer):
                     int(board.state == pb.BoardState.Value(state))
                 )
         self.dispatch.capacity_changed()
+        self.serving.sync_all()
 
     # ------------------------------------------------------------------ data path (raw bytes)
     async def infer(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
@@ -179,6 +183,18 @@ class Scheduler(rpc.ClusterServicer):
         await self.admin.check(context, "ReleaseLease")
         return self.lease.release(request.holder)
 
+    async def GetRoute(self, request: pb.RouteRequest, context) -> pb.Route:
+        for board in self.boards:
+            if board.name not in self._resolved:
+                try:
+                    self._resolved[board.name] = await asyncio.to_thread(resolve, board.address)
+                except (OSError, ValueError) as exc:
+                    await context.abort(
+                        grpc.StatusCode.UNAVAILABLE,
+                        f"cannot resolve board {board.name} at {board.address}: {exc}",
+                    )
+        return build_route(self.boards, self.config, self._resolved)
+
     async def _board(self, name: str, context) -> Board:
         board = self.by_name.get(name)
         if board is None:
@@ -221,6 +237,7 @@ class Scheduler(rpc.ClusterServicer):
         self._state_changed()
 
     async def close(self) -> None:
+        await self.serving.close()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -1,0 +1,76 @@
+"""The one interface every benchmark experiment implements.
+
+An experiment plans its runs (a list of ``RunSpec``; the session executes them, knowing nothing of
+the kind), aggregates the runs of one series from raw files, and presents the aggregate: CSV tables,
+report markdown, plots and terminal summary lines. Nothing here talks to a cluster.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from npudure.bench.runs import RunData
+from npudure.bench.spec import RunSpec
+
+Rows = list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class PlanContext:
+    """What an experiment may know when it plans: the boards it may use and its series name."""
+
+    boards: tuple[str, ...]
+    series: str
+    via: str = "scheduler"  # how the load reaches the boards (RunSpec.via)
+
+
+@dataclass
+class Plan:
+    description: str  # shown when the experiment starts
+    specs: list[RunSpec] = field(default_factory=list)  # in execution order; sequence set on execution
+
+
+class Experiment(ABC):
+    kind: ClassVar[str]
+
+    @abstractmethod
+    def plan(self, ctx: PlanContext, **params: Any) -> Plan:
+        """The runs, in order. Raises ValueError (in the user's terms) for parameters that cannot work."""
+
+    @abstractmethod
+    def aggregate(self, runs: Sequence[RunData]) -> dict[str, Any]:
+        """summary.json's entry for one series; has ``kind`` and ``warnings``."""
+
+    @abstractmethod
+    def tables(self, name: str, agg: dict[str, Any]) -> dict[str, Rows]:
+        """CSV rows by file name; file names carry the series name."""
+
+    @abstractmethod
+    def markdown(self, name: str, agg: dict[str, Any]) -> list[str]:
+        """report.md's section for one series."""
+
+    @abstractmethod
+    def summary_lines(self, name: str, agg: dict[str, Any]) -> list[str]:
+        """The terminal summary's lines for one series."""
+
+    def spec(
+        self, ctx: PlanContext, run_id: str, repetition: int, boards: Sequence[str], **fields: Any
+    ) -> RunSpec:
+        """A RunSpec of this experiment's series; the session numbers it when it executes it."""
+        return RunSpec(
+            run_id=run_id,
+            series=ctx.series,
+            experiment=self.kind,
+            sequence=0,
+            repetition=repetition,
+            boards=tuple(boards),
+            **{"via": ctx.via, **fields},
+        )
+
+    def plots(self, plt: Any, folder: Path, name: str, agg: dict[str, Any], runs: Sequence[RunData]) -> None:
+        """PNG files in ``folder`` (matplotlib's pyplot as ``plt``); none by default."""
+        return None

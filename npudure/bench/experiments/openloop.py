@@ -1,0 +1,116 @@
+"""Open loop: requests at rate λ (constant or Poisson, fixed seed), latency from the intended send time.
+
+A closed loop slows down when the cluster does and so never sees a queue build; an open loop keeps
+sending on schedule, as cameras do. Lateness of the generator itself is measured and flagged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from npudure.bench import stats
+from npudure.bench.experiments.base import Experiment, Plan, PlanContext, Rows
+from npudure.bench.fmt import conditions_line, f, table, valid_runs
+from npudure.bench.groups import aggregate_group, group_by, point_tables
+from npudure.bench.runs import RunData
+
+
+class OpenLoop(Experiment):
+    kind = "openloop"
+
+    def plan(
+        self,
+        ctx: PlanContext,
+        rates: Sequence[float] = (),
+        arrival: str = "poisson",
+        seed: int = 0,
+        repetitions: int = 1,
+        boards: Sequence[str] | None = None,
+    ) -> Plan:
+        if not rates or any(r <= 0 for r in rates):
+            raise ValueError("open-loop rates must be positive, e.g. 20,40,60")
+        chosen = tuple(boards or ctx.boards)
+        ordered = sorted(set(rates))
+        plan = Plan(f"{ctx.series} ({arrival} arrivals at {ordered} inf/s)")
+        for rep in range(repetitions):
+            for rate in stats.alternating_order(ordered, rep):
+                plan.specs.append(
+                    self.spec(
+                        ctx,
+                        f"{ctx.series}-rate{rate:g}-r{rep}",
+                        rep,
+                        chosen,
+                        mode="open",
+                        rate=float(rate),
+                        arrival=arrival,
+                        seed=seed + rep,
+                    )
+                )
+        return plan
+
+    def aggregate(self, runs: Sequence[RunData]) -> dict[str, Any]:
+        points = {}
+        for rate, rs in group_by(runs, lambda r: r.spec["rate"]).items():
+            g = aggregate_group(rs)
+            schedules = [r.meta.get("schedule") or {} for r in rs]
+            g["send_lag_p99_ms_max"] = max((s.get("send_lag_p99_ms", 0.0) for s in schedules), default=None)
+            g["generator_behind_schedule_runs"] = sum(
+                bool(s.get("generator_behind_schedule")) for s in schedules
+            )
+            points[str(rate)] = g
+        return {"kind": self.kind, "points": points, "warnings": []}
+
+    def tables(self, name: str, agg: dict[str, Any]) -> dict[str, Rows]:
+        return point_tables(
+            name,
+            agg,
+            "rate_target_inf_per_s",
+            float,
+            lambda g: {
+                "send_lag_p99_ms_max": g["send_lag_p99_ms_max"],
+                "generator_behind_schedule_runs": g["generator_behind_schedule_runs"],
+            },
+        )
+
+    def markdown(self, name: str, agg: dict[str, Any]) -> list[str]:
+        lines = [f"## Open loop ({name})", "", "Latency from the INTENDED send time.", ""]
+        rows = []
+        for rate, g in agg["points"].items():
+            p = g["latency_pooled_ms"]
+            rows.append(
+                [
+                    rate,
+                    f(g["throughput_mean_inf_per_s"]),
+                    f(p["p50"]),
+                    f(p["p99"]),
+                    f(p["p99_9"]),
+                    f(g["send_lag_p99_ms_max"], ".2f"),
+                    g["generator_behind_schedule_runs"],
+                    valid_runs(g),
+                ]
+            )
+        header = [
+            "λ inf/s",
+            "throughput inf/s",
+            "p50 ms",
+            "p99 ms",
+            "p99.9 ms",
+            "send lag p99 ms",
+            "runs behind schedule",
+            "valid runs",
+        ]
+        lines.append(table(header, rows))
+        first = next(iter(agg["points"].values()))
+        lines += ["", f"Conditions: {conditions_line(first['conditions'])}", ""]
+        return lines
+
+    def summary_lines(self, name: str, agg: dict[str, Any]) -> list[str]:
+        out = [f"[{name}] open loop (latency from intended send time):"]
+        for rate, g in agg["points"].items():
+            p = g["latency_pooled_ms"]
+            out.append(
+                f"  λ={rate}/s: {f(g['throughput_mean_inf_per_s'])} inf/s, p50 {f(p['p50'])} "
+                f"p99 {f(p['p99'])} ms, send lag p99 {f(g['send_lag_p99_ms_max'], '.2f')} ms"
+            )
+        return out

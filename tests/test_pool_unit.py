@@ -1,0 +1,118 @@
+"""The agent's worker pool in-process, with fake contexts: the queue limit, and one frame per context at a
+time even when the caller gives up mid-inference."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import numpy as np
+import pytest
+
+from npudure.agent.pool import PoolFull, WorkerPool
+from npudure.backends.base import NO_DETECTIONS, Context, ContextResult
+
+FRAME = np.zeros((4, 4, 3), dtype=np.uint8)
+
+
+class GatedContext(Context):
+    """Blocks in ``run`` until released; records how many frames it ever ran at once."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.started = threading.Event()
+        self.lock = threading.Lock()
+        self.running = 0
+        self.max_running = 0
+        self.frames = 0
+
+    def run(self, image: np.ndarray) -> ContextResult:
+        with self.lock:
+            self.running += 1
+            self.max_running = max(self.max_running, self.running)
+        self.started.set()
+        try:
+            assert self.gate.wait(10), "test never released the context"
+            self.frames += 1
+            return ContextResult(NO_DETECTIONS, 0.0, 0.0, 0.0)
+        finally:
+            with self.lock:
+                self.running -= 1
+
+
+def run(coro) -> None:
+    asyncio.run(asyncio.wait_for(coro, 15))
+
+
+async def started(ctx: GatedContext) -> None:
+    await asyncio.to_thread(ctx.started.wait, 5)
+
+
+def test_full_pool_refuses_beyond_the_queue_limit() -> None:
+    async def main() -> None:
+        ctx = GatedContext()
+        pool = WorkerPool([ctx], queue_limit=1)
+        try:
+            running = asyncio.create_task(pool.run(lambda: FRAME))
+            await started(ctx)
+            waiting = asyncio.create_task(pool.run(lambda: FRAME))
+            await asyncio.sleep(0.01)
+            assert pool.waiting == 1 and pool.busy == 1
+            with pytest.raises(PoolFull):
+                await pool.run(lambda: FRAME)
+            ctx.gate.set()
+            await asyncio.gather(running, waiting)
+            assert ctx.frames == 2 and pool.waiting == 0 and pool.busy == 0
+        finally:
+            ctx.gate.set()
+            pool.close()
+
+    run(main())
+
+
+def test_a_cancelled_request_never_lets_a_context_serve_two_frames() -> None:
+    async def main() -> None:
+        ctx = GatedContext()
+        pool = WorkerPool([ctx], queue_limit=4)
+        try:
+            first = asyncio.create_task(pool.run(lambda: FRAME))
+            await started(ctx)
+            first.cancel()  # the client gave up; the NPU is still busy with its frame
+            await asyncio.gather(first, return_exceptions=True)
+            second = asyncio.create_task(pool.run(lambda: FRAME))
+            await asyncio.sleep(0.05)
+            assert not second.done(), "the second frame ran while the context was still busy"
+            assert ctx.max_running == 1
+            ctx.gate.set()
+            outcome = await second
+            assert outcome.queue_s > 0.04  # it waited for the first frame's thread to finish
+            assert ctx.max_running == 1 and ctx.frames == 2
+        finally:
+            ctx.gate.set()
+            pool.close()
+
+    run(main())
+
+
+def test_each_context_runs_on_its_own_thread_and_a_busy_one_reads_as_hung_after_the_timeout() -> None:
+    async def main() -> None:
+        contexts = [GatedContext(), GatedContext()]
+        pool = WorkerPool(contexts, queue_limit=4)
+        try:
+            tasks = [asyncio.create_task(pool.run(lambda: FRAME)) for _ in range(2)]
+            for ctx in contexts:
+                await started(ctx)
+            assert pool.busy == 2
+            await asyncio.sleep(0.05)
+            assert pool.hung(0.01) == 2 and pool.hung(60) == 0
+            for ctx in contexts:
+                ctx.gate.set()
+            await asyncio.gather(*tasks)
+            assert [c.frames for c in contexts] == [1, 1]
+            assert pool.hung(0.0) == 0
+        finally:
+            for ctx in contexts:
+                ctx.gate.set()
+            pool.close()
+
+    run(main())
