@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from npudure import __version__
@@ -28,6 +29,22 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+# One example per command, shown by `npudure COMMAND --help`.
+EXAMPLES: dict[str, str] = {
+    "agent": "npudure agent --config /etc/npudure/agent.yml --log-level INFO",
+    "scheduler": "npudure scheduler --config /etc/npudure/scheduler.yml",
+    "local": "npudure local --boards 3 --backend sim --policy least_inflight",
+    "status": "npudure status --target 127.0.0.1:50050 --json",
+    "infer": "npudure infer --target 127.0.0.1:50050 --image street.jpg --count 6",
+    "bench": "npudure bench run --target 127.0.0.1:50050 --quick",
+    "affinity": "npudure affinity plan --json",
+    "model": "npudure model build",
+    "lab": "sudo npudure lab up --boards 3",
+    "pki": "npudure pki init-ca --dir ~/.config/npudure/ca",
+    "faults": "sudo npudure faults run",
+}
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="npudure",
@@ -43,7 +60,13 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     chosen = next((a for a in argv if not a.startswith("-")), None)
     for name, (module_name, help_text) in COMMANDS.items():
-        cmd = sub.add_parser(name, help=help_text, description=help_text)
+        cmd = sub.add_parser(
+            name,
+            help=help_text,
+            description=help_text,
+            epilog=f"example: {EXAMPLES[name]}",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         if name == chosen:
             module = importlib.import_module(module_name)
             module.add_arguments(cmd)
@@ -56,6 +79,10 @@ def main(argv: list[str] | None = None) -> int:
         return int(args._run(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `npudure status | head`: the reader has what it wanted. Silence the final flush, exit quietly.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

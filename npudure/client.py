@@ -89,7 +89,7 @@ def _print_cluster(status: pb.ClusterStatus) -> None:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", default="127.0.0.1:50050", help="scheduler or agent host:port")
     parser.add_argument("--json", action="store_true", help="print JSON (for scripts and Ansible)")
-    parser.add_argument("--timeout", type=float, default=5.0)
+    parser.add_argument("--timeout", type=float, default=5.0, help="deadline, s (default 5)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     except grpc.RpcError as exc:
         print(
             f"npudure status: {args.target}: {exc.code().name}: {exc.details()} "
-            "(is the agent/scheduler running and the address right?)",
+            f"(is the agent/scheduler running and the address right?){security.tls_hint(exc)}",
             file=sys.stderr,
         )
         return 1

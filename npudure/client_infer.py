@@ -18,28 +18,35 @@ from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 
 
+class ImageError(Exception):
+    """An --image file that cannot be read as an image."""
+
+
 def load_image(path: Path) -> np.ndarray:
     """An image file as a 640x640 RGB frame (resized; letterboxing is the caller's business)."""
-    from PIL import Image
+    from PIL import Image, UnidentifiedImageError
 
-    with Image.open(path) as image:
-        return np.asarray(image.convert("RGB").resize((640, 640)))
+    try:
+        with Image.open(path) as image:
+            return np.asarray(image.convert("RGB").resize((frames.INPUT_SIZE, frames.INPUT_SIZE)))
+    except FileNotFoundError:
+        raise ImageError(f"--image {path}: no such file") from None
+    except UnidentifiedImageError:
+        raise ImageError(f"--image {path}: not an image Pillow can read (JPEG, PNG, BMP, WebP...)") from None
+    except (OSError, Image.DecompressionBombError) as exc:
+        raise ImageError(f"--image {path}: cannot read it: {exc}") from None
 
 
 def seeded_frame(seed: int) -> np.ndarray:
-    try:
-        from npudure.model.frames import synthetic_frame
-    except ImportError:  # the model package is optional on a scheduler host
-        return np.random.default_rng(seed).integers(0, 256, (640, 640, 3), dtype=np.uint8)
-    return synthetic_frame(seed)
+    return frames.synthetic_frame(seed)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", default="127.0.0.1:50050", help="scheduler or agent host:port")
     parser.add_argument("--image", type=Path, action="append", help="image file(s); default: seeded frames")
-    parser.add_argument("--count", type=int, default=1)
+    parser.add_argument("--count", type=int, default=1, help="requests to send (default 1)")
     parser.add_argument("--encoding", choices=("raw", "jpeg"), default="raw")
-    parser.add_argument("--timeout", type=float, default=10.0)
+    parser.add_argument("--timeout", type=float, default=10.0, help="per-request deadline, s (default 10)")
     parser.add_argument("--json", action="store_true", help="one JSON line per response")
     parser.add_argument(
         "--proxyless",
@@ -59,7 +66,11 @@ def _open(args: argparse.Namespace) -> grpc.Channel:
 
 
 def run(args: argparse.Namespace) -> int:
-    images = [load_image(p) for p in args.image] if args.image else [seeded_frame(i) for i in range(4)]
+    try:
+        images = [load_image(p) for p in args.image] if args.image else [seeded_frame(i) for i in range(4)]
+    except ImageError as exc:
+        print(f"npudure infer: {exc}", file=sys.stderr)
+        return 2
     encoding = pb.ENCODING_JPEG if args.encoding == "jpeg" else pb.ENCODING_RAW_RGB
     payloads = [frames.encode_jpeg(i) if args.encoding == "jpeg" else i.tobytes() for i in images]
     nodes: Counter[str] = Counter()
@@ -80,7 +91,10 @@ def run(args: argparse.Namespace) -> int:
                 reply = stub.Infer(request, timeout=args.timeout)
             except grpc.RpcError as exc:
                 failures += 1
-                print(f"{request.request_id}: {exc.code().name}: {exc.details()}", file=sys.stderr)
+                print(
+                    f"{request.request_id}: {exc.code().name}: {exc.details()}{security.tls_hint(exc)}",
+                    file=sys.stderr,
+                )
                 continue
             ms = (time.perf_counter() - start) * 1e3
             nodes[reply.node] += 1

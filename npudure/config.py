@@ -45,11 +45,13 @@ class AdminConfig(_Strict):
     """Who may call admin RPCs (active set, policy, drain, lease, CPU cap, fault injection).
 
     With TLS: peers whose certificate CN is in ``identities``. With ``token_file``: callers that send
-    ``authorization: Bearer <token>``. With neither, admin RPCs are open (closed lab network only).
+    ``authorization: Bearer <token>``. With neither, every admin RPC is refused (secure by default);
+    ``insecure_open: true`` opens them to anyone who can reach the port (a closed test network only).
     """
 
     identities: list[str] = ["npudure-admin"]
     token_file: str | None = None
+    insecure_open: bool = False
 
 
 class SimConfig(_Strict):
@@ -80,7 +82,10 @@ class AffinityConfig(_Strict):
 class AgentConfig(_Strict):
     node_name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     listen: str = "0.0.0.0:50051"
-    metrics_port: Port = 9101
+    # Prometheus on the listen host at this port (0 = off), or at metrics_listen "host:port" when set.
+    # Default outside 9100-9999, the common exporter range (docs/metrics.md).
+    metrics_port: Port = 50091
+    metrics_listen: str | None = None
     backend: Literal["rknn", "onnx", "sim"] = "sim"
     # .rknn for the rknn backend, .onnx for the onnx backend; unused by sim.
     model: str | None = None
@@ -118,7 +123,9 @@ class BoardConfig(_Strict):
 
 class SchedulerConfig(_Strict):
     listen: str = "0.0.0.0:50050"
-    metrics_port: Port = 9100
+    # As for the agent: metrics on the listen host at metrics_port, or at metrics_listen "host:port".
+    metrics_port: Port = 50090
+    metrics_listen: str | None = None
     policy: Literal["round_robin", "least_inflight", "p2c", "ect", "heartbeat_least_queue"] = "least_inflight"
     # gRPC channels per board; 2 was the reference's tuned point at its operating point.
     connections_per_board: int = Field(2, ge=1, le=64)

@@ -1,4 +1,10 @@
-"""Turn the bytes of an InferRequest into a 640x640x3 uint8 RGB frame, or say exactly what is wrong."""
+"""The one frame module: the model's input size, the request checks, decoding, and the frame makers.
+
+The agent checks a request once at its edge (``check_request``, before it waits for an NPU core) and
+decodes it on a worker (``decode_checked``); backends trust the (640, 640, 3) uint8 array they get.
+The bench and the model builder make frames here too: seeded synthetic ones and user images fitted
+to the input size.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +13,12 @@ import io
 import grpc
 import numpy as np
 
-from npudure.backends.base import FRAME_BYTES, FRAME_SHAPE, INPUT_SIZE
 from npudure.proto import inference_pb2 as pb
+
+# The model's input: 640x640 RGB, uint8 (YOLOv8n as exported; every backend feeds this).
+INPUT_SIZE = 640
+FRAME_SHAPE = (INPUT_SIZE, INPUT_SIZE, 3)
+FRAME_BYTES = INPUT_SIZE * INPUT_SIZE * 3  # 1,228,800
 
 
 class FrameError(Exception):
@@ -38,23 +48,34 @@ def check_request(encoding: int, frame: bytes) -> None:
 
 
 def decode(encoding: int, frame: bytes) -> np.ndarray:
-    """Return the frame as a read-only (640, 640, 3) uint8 array (raw frames are not copied)."""
+    """Check, then decode: a read-only (640, 640, 3) uint8 array (raw frames are not copied)."""
     check_request(encoding, frame)
+    return decode_checked(encoding, frame)
+
+
+def decode_checked(encoding: int, frame: bytes) -> np.ndarray:
+    """Decode a frame that ``check_request`` already passed (the agent checks once, at its edge)."""
     if encoding == pb.ENCODING_RAW_RGB:
         return np.frombuffer(frame, dtype=np.uint8).reshape(FRAME_SHAPE)
-    from PIL import Image, UnidentifiedImageError
+    from PIL import Image
 
     try:
-        with Image.open(io.BytesIO(frame)) as image:
-            if image.format != "JPEG":
-                raise FrameError(f"frame is a {image.format} image, not a JPEG")
+        # Image.open reads only the header: the claimed size is checked here, before any pixel is decoded.
+        with Image.open(io.BytesIO(frame), formats=["JPEG"]) as image:
             if image.size != (INPUT_SIZE, INPUT_SIZE):
                 raise FrameError(
                     f"JPEG is {image.size[0]}x{image.size[1]}; the model takes {INPUT_SIZE}x{INPUT_SIZE}: "
                     "resize (letterbox) before sending"
                 )
             return np.asarray(image.convert("RGB"))
-    except (UnidentifiedImageError, OSError, SyntaxError) as exc:
+    except FrameError:
+        raise
+    except Image.DecompressionBombError:
+        raise FrameError(
+            f"JPEG header claims an image far larger than {INPUT_SIZE}x{INPUT_SIZE}: "
+            "resize (letterbox) before sending"
+        ) from None
+    except Exception as exc:  # any decoder failure is the request's fault, never the board's
         raise FrameError(f"frame is not a valid JPEG (corrupt or truncated): {exc}") from None
 
 
@@ -64,3 +85,56 @@ def encode_jpeg(image: np.ndarray, quality: int = 90) -> bytes:
     buffer = io.BytesIO()
     Image.fromarray(np.ascontiguousarray(image), "RGB").save(buffer, format="JPEG", quality=quality)
     return buffer.getvalue()
+
+
+# ---------------------------------------------------------------------- frame makers
+def fit(image: object) -> np.ndarray:
+    """Centre-crop a PIL image to a square and resize it to the input size, RGB uint8."""
+    from PIL import Image
+
+    assert isinstance(image, Image.Image)
+    rgb = image.convert("RGB")
+    w, h = rgb.size
+    side = min(w, h)
+    left, top = (w - side) // 2, (h - side) // 2
+    square = rgb.crop((left, top, left + side, top + side))
+    return np.asarray(square.resize((INPUT_SIZE, INPUT_SIZE), Image.Resampling.BILINEAR), dtype=np.uint8)
+
+
+# Seeded synthetic camera-like frames: the same seed gives the same frame on every machine. Used to
+# calibrate the untrained YOLOv8n, in tests, and by the bench as "real frames from a fixed seed".
+def synthetic_frame(seed: int, size: int = INPUT_SIZE) -> np.ndarray:
+    """A ``size`` x ``size`` x 3 uint8 RGB frame: sky/ground gradients, coloured shapes and sensor noise."""
+    rng = np.random.default_rng([0x6E707564, seed])  # namespaced so frame seeds never alias model seeds
+    rows = np.linspace(0.0, 1.0, size, dtype=np.float32)[:, None, None]
+    cols = np.linspace(0.0, 1.0, size, dtype=np.float32)[None, :, None]
+
+    # Two vertical gradients split at a horizon, with a slight horizontal tilt.
+    sky_top, sky_low, ground_top, ground_low = rng.uniform(0, 255, (4, 3)).astype(np.float32)
+    horizon = int(rng.uniform(0.3, 0.7) * size)
+    img = np.empty((size, size, 3), dtype=np.float32)
+    t = rows[:horizon] / max(rows[horizon - 1, 0, 0], 1e-6)
+    img[:horizon] = sky_top * (1 - t) + sky_low * t
+    t = (rows[horizon:] - rows[horizon, 0, 0]) / max(1.0 - rows[horizon, 0, 0], 1e-6)
+    img[horizon:] = ground_top * (1 - t) + ground_low * t
+    img += (cols - 0.5) * rng.uniform(-40, 40)
+
+    yy, xx = np.mgrid[0:size, 0:size]
+    # Rectangles ("vehicles", "buildings"), some with a shaded face.
+    for _ in range(int(rng.integers(3, 9))):
+        w, h = (rng.uniform(0.05, 0.35, 2) * size).astype(int)
+        x0, y0 = int(rng.integers(0, size - w)), int(rng.integers(0, size - h))
+        colour = rng.uniform(0, 255, 3).astype(np.float32)
+        shade = rng.uniform(-60, 60) * np.linspace(0, 1, h, dtype=np.float32)[:, None, None]
+        img[y0 : y0 + h, x0 : x0 + w] = colour + shade
+    # Ellipses ("people", "balls").
+    for _ in range(int(rng.integers(1, 5))):
+        cx, cy = rng.uniform(0.1, 0.9, 2) * size
+        rx, ry = rng.uniform(0.02, 0.15, 2) * size
+        y0, y1 = max(int(cy - ry), 0), min(int(cy + ry) + 1, size)
+        x0, x1 = max(int(cx - rx), 0), min(int(cx + rx) + 1, size)
+        inside = ((xx[y0:y1, x0:x1] - cx) / rx) ** 2 + ((yy[y0:y1, x0:x1] - cy) / ry) ** 2 <= 1.0
+        img[y0:y1, x0:x1][inside] = rng.uniform(0, 255, 3).astype(np.float32)
+
+    img += rng.normal(0.0, 6.0, img.shape).astype(np.float32)
+    return np.clip(img, 0, 255).astype(np.uint8)

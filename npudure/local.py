@@ -24,7 +24,9 @@ import yaml
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from npudure import security
+from npudure.config import BACKENDS
 from npudure.runtime import MALLOC_TUNING
+from npudure.scheduler.policies import POLICIES
 
 
 def free_port() -> int:
@@ -78,9 +80,13 @@ class LocalCluster:
     workdir: Path | None = None
     start_timeout_s: float = 60.0
     log_level: str = "WARNING"
+    # Admin token the servers require; None: a new one in the workdir. While the cluster runs, this
+    # process's own clients use it (NPUDURE_ADMIN_TOKEN_FILE is set unless it already was).
+    admin_token_file: Path | None = None
     agents: dict[str, Proc] = field(default_factory=dict, init=False)
     scheduler: Proc | None = field(default=None, init=False)
     _tmp: tempfile.TemporaryDirectory | None = field(default=None, init=False)
+    _set_env: bool = field(default=False, init=False)
 
     @property
     def address(self) -> str:
@@ -93,6 +99,18 @@ class LocalCluster:
             self._tmp = tempfile.TemporaryDirectory(prefix="npudure-local-")
             self.workdir = Path(self._tmp.name)
         self.workdir.mkdir(parents=True, exist_ok=True)
+        admin: dict[str, Any] = {}
+        overrides = {**self.agent_overrides, **self.scheduler_overrides}
+        if not {"tls", "admin"} & overrides.keys():  # else the caller chose the credentials (e.g. mTLS)
+            if self.admin_token_file is None:
+                env = os.environ.get(security.ENV_TOKEN)
+                self.admin_token_file = (
+                    Path(env) if env else security.write_token(self.workdir / "admin-token")
+                )
+            if not os.environ.get(security.ENV_TOKEN):
+                os.environ[security.ENV_TOKEN] = str(self.admin_token_file)
+                self._set_env = True
+            admin = {"admin": {"token_file": str(self.admin_token_file)}}
         try:
             for i in range(1, self.boards + 1):
                 name = f"board{i}"
@@ -104,6 +122,7 @@ class LocalCluster:
                     "npu_cores": self.npu_cores,
                     "sim": {"time_scale": self.time_scale, "seed": i},
                     **({"model": self.model} if self.model else {}),
+                    **admin,
                     **self.agent_overrides,
                     **self.per_board_overrides.get(name, {}),
                 }
@@ -111,7 +130,7 @@ class LocalCluster:
             for proc in self.agents.values():
                 self._spawn(proc, "agent")
             for proc in self.agents.values():
-                wait_serving(proc.address, self.start_timeout_s, proc.process)
+                self._wait(proc)
             sched = {
                 "listen": f"127.0.0.1:{free_port()}",
                 "metrics_port": 0,
@@ -119,15 +138,25 @@ class LocalCluster:
                 "connections_per_board": self.connections_per_board,
                 "board_max_inflight": self.board_max_inflight,
                 "boards": [{"name": p.name, "address": p.address} for p in self.agents.values()],
+                **admin,
                 **self.scheduler_overrides,
             }
             self.scheduler = self._write("scheduler", "scheduler", sched)
             self._spawn(self.scheduler, "scheduler")
-            wait_serving(self.scheduler.address, self.start_timeout_s, self.scheduler.process)
+            self._wait(self.scheduler)
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _wait(self, proc: Proc) -> None:
+        """Wait until ``proc`` serves; if it exited, say why in its own words (its last log line)."""
+        try:
+            wait_serving(proc.address, self.start_timeout_s, proc.process)
+        except RuntimeError as exc:
+            lines = self.logs(proc.name).strip().splitlines()
+            reason = lines[-1] if lines else "no output"
+            raise RuntimeError(f"{proc.name} did not start: {reason} ({exc})") from None
 
     def _write(self, name: str, kind: str, config: dict[str, Any]) -> Proc:
         assert self.workdir is not None
@@ -159,6 +188,9 @@ class LocalCluster:
         procs = [p for p in [self.scheduler, *self.agents.values()] if p and p.process]
         for proc in procs:
             _terminate(proc.process)
+        if self._set_env:
+            os.environ.pop(security.ENV_TOKEN, None)
+            self._set_env = False
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
@@ -214,15 +246,24 @@ def _terminate(process: subprocess.Popen, timeout_s: float = 10.0) -> None:
 # ---------------------------------------------------------------------- CLI
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--boards", type=int, default=3, help="number of agents (default 3)")
-    parser.add_argument("--backend", choices=("sim", "onnx", "rknn"), default="sim")
+    parser.add_argument(
+        "--backend", choices=BACKENDS, default="sim", help="sim: emulated NPU; onnx: CPU (default sim)"
+    )
     parser.add_argument(
         "--model", help="model file for the onnx/rknn backend (default: build/cached YOLOv8n)"
     )
     parser.add_argument(
-        "--time-scale", type=float, default=1.0, help="sim: stretch service times (default 1)"
+        "--time-scale",
+        type=float,
+        default=1.0,
+        help="sim: service-time multiplier, 10 = ten times slower boards (default 1)",
     )
-    parser.add_argument("--policy", default="least_inflight")
-    parser.add_argument("--connections-per-board", type=int, default=2)
+    parser.add_argument(
+        "--policy", default="least_inflight", choices=POLICIES, help="scheduler policy (default %(default)s)"
+    )
+    parser.add_argument(
+        "--connections-per-board", type=int, default=2, help="scheduler gRPC channels per board (default 2)"
+    )
     parser.add_argument("--port", type=int, default=50050, help="scheduler port on 127.0.0.1 (0 = any free)")
     parser.add_argument("--workdir", type=Path, help="keep configs and logs here (default: a temp dir)")
 
@@ -231,6 +272,14 @@ def run(args: argparse.Namespace) -> int:
     if args.boards < 1:
         print("npudure local: --boards must be at least 1", file=sys.stderr)
         return 2
+    if args.workdir is not None:
+        try:
+            args.workdir.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryFile(dir=args.workdir):
+                pass
+        except OSError as exc:
+            print(f"npudure local: cannot use --workdir {args.workdir}: {exc.strerror}", file=sys.stderr)
+            return 1
     model = args.model
     if args.backend == "onnx" and not model:
         from npudure.model import ensure_model  # built once, then cached
@@ -245,6 +294,10 @@ def run(args: argparse.Namespace) -> int:
         model=model,
         workdir=args.workdir,
         log_level="INFO",
+        # Where `npudure status/bench` in another shell look by default.
+        admin_token_file=Path(
+            security.client_token_file() or security.ensure_token(security.default_token_file())
+        ),
         scheduler_overrides={"listen": f"127.0.0.1:{args.port or free_port()}"},
     )
     stop = False
@@ -267,6 +320,7 @@ def run(args: argparse.Namespace) -> int:
     )
     for proc in cluster.agents.values():
         print(f"  {proc.name} {proc.address} pid {proc.pid}")
+    print(f"admin token {cluster.admin_token_file} (npudure status/bench find it there)")
     print(f"logs and configs in {cluster.workdir}; Ctrl-C stops everything", flush=True)
     try:
         while not stop:

@@ -22,13 +22,14 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
+from npudure.frames import INPUT_SIZE
+
 if TYPE_CHECKING:
     from npudure.config import PostprocessConfig
 
 Layout = Literal["zoo", "split", "concat"]
 LAYOUTS: tuple[Layout, ...] = ("zoo", "split", "concat")
 REG_MAX = 16
-INPUT_SIZE = 640
 MAX_NMS_CANDIDATES = 30000  # like ultralytics: beyond this the frame is noise, keep the best
 _EMPTY = np.zeros((0, 6), dtype=np.float32)
 

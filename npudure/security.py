@@ -1,17 +1,22 @@
 """Optional mutual TLS and the admin check, shared by the agent, the scheduler and every client.
 
-Plaintext is the default (a closed lab network). With a ``tls:`` section a server accepts only
-peers whose certificate is signed by the configured CA. Admin RPCs additionally need the admin
-identity (certificate CN) or, without TLS, the token from a file only its owner can read.
+Plaintext is the default for the data path (a closed lab network). With a ``tls:`` section a server
+accepts only peers whose certificate is signed by the configured CA. Admin RPCs always need
+credentials: the admin identity (certificate CN) or the token from a file only its owner can read; a
+server configured with neither refuses every admin RPC unless ``admin.insecure_open`` says otherwise.
 
 Clients (npudure status/infer/bench, the scheduler towards agents) take their TLS files and admin token
-from the environment: NPUDURE_TLS_CA, NPUDURE_TLS_CERT, NPUDURE_TLS_KEY, NPUDURE_ADMIN_TOKEN_FILE.
+from the environment: NPUDURE_TLS_CA, NPUDURE_TLS_CERT, NPUDURE_TLS_KEY, NPUDURE_ADMIN_TOKEN_FILE; the
+token falls back to ~/.config/npudure/admin-token when that file exists (``site.yml`` and
+``npudure local`` write it there).
 """
 
 from __future__ import annotations
 
 import hmac
+import logging
 import os
+import secrets
 import stat
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,6 +24,8 @@ from pathlib import Path
 import grpc
 
 from npudure.config import AdminConfig, TlsConfig
+
+log = logging.getLogger(__name__)
 
 ENV_CA, ENV_CERT, ENV_KEY, ENV_TOKEN = (
     "NPUDURE_TLS_CA",
@@ -55,16 +62,50 @@ def read_token(path: str) -> str:
     return token
 
 
+def default_token_file() -> Path:
+    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "npudure" / "admin-token"
+
+
+def write_token(path: Path) -> Path:
+    """Write a new long random token, readable by its owner only (the folder too)."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(secrets.token_urlsafe(36) + "\n")
+    path.chmod(0o600)
+    return path
+
+
+def ensure_token(path: Path) -> Path:
+    """The token at ``path``, made first when there is none."""
+    return path if path.exists() else write_token(path)
+
+
 # ---------------------------------------------------------------------- servers
+class ListenError(Exception):
+    """The listen address cannot be bound (in use, or not an address of this host)."""
+
+
 def add_port(server: grpc.aio.Server, listen: str, tls: TlsConfig | None) -> int:
-    if tls is None:
-        return server.add_insecure_port(listen)
-    credentials = grpc.ssl_server_credentials(
-        [(_read(tls.key, "TLS key"), _read(tls.cert, "TLS certificate"))],
-        root_certificates=_read(tls.ca, "CA certificate"),
-        require_client_auth=True,
-    )
-    return server.add_secure_port(listen, credentials)
+    """Bind ``listen``; raise ListenError with the reason (servers are made with SO_REUSEPORT off)."""
+    try:
+        if tls is None:
+            port = server.add_insecure_port(listen)
+        else:
+            credentials = grpc.ssl_server_credentials(
+                [(_read(tls.key, "TLS key"), _read(tls.cert, "TLS certificate"))],
+                root_certificates=_read(tls.ca, "CA certificate"),
+                require_client_auth=True,
+            )
+            port = server.add_secure_port(listen, credentials)
+    except RuntimeError:
+        port = 0
+    if port == 0:
+        raise ListenError(
+            f"cannot listen on {listen}: the port is already in use (another agent or scheduler?) "
+            "or the address is not local"
+        )
+    return port
 
 
 class AdminGuard:
@@ -72,7 +113,13 @@ class AdminGuard:
         self.identities = {i.encode() for i in admin.identities}
         self.tls = tls is not None
         self.token = read_token(admin.token_file) if admin.token_file else None
-        self.open = not self.tls and self.token is None
+        self.open = admin.insecure_open
+        if self.open:
+            log.warning("admin.insecure_open: admin RPCs are open to anyone who can reach this server")
+        elif not self.tls and self.token is None:
+            log.warning(
+                "no admin.token_file and no tls: every admin RPC will be refused (set admin.token_file)"
+            )
 
     def allows(self, context: grpc.aio.ServicerContext) -> bool:
         if self.open:
@@ -88,13 +135,17 @@ class AdminGuard:
         return False
 
     async def check(self, context: grpc.aio.ServicerContext, rpc_name: str) -> None:
-        if not self.allows(context):
-            how = "a client certificate whose CN is an admin identity" if self.tls else ""
-            if self.token is not None:
-                how = (how + " or " if how else "") + "the admin token (NPUDURE_ADMIN_TOKEN_FILE)"
-            await context.abort(
-                grpc.StatusCode.PERMISSION_DENIED, f"{rpc_name} is an admin call: it needs {how}"
+        if self.allows(context):
+            return
+        log.warning("refused admin call %s from %s: no valid admin credentials", rpc_name, context.peer())
+        how = "a client certificate whose CN is an admin identity" if self.tls else ""
+        if self.token is not None:
+            how = (how + " or " if how else "") + (
+                "the admin token (NPUDURE_ADMIN_TOKEN_FILE, or ~/.config/npudure/admin-token)"
             )
+        if not how:
+            how = "credentials, and this server has none configured (set admin.token_file or tls)"
+        await context.abort(grpc.StatusCode.PERMISSION_DENIED, f"{rpc_name} is an admin call: it needs {how}")
 
 
 # ---------------------------------------------------------------------- clients
@@ -108,6 +159,21 @@ def client_tls() -> TlsConfig | None:
     return TlsConfig(ca=values[0], cert=values[1], key=values[2])
 
 
+def tls_hint(exc: grpc.RpcError) -> str:
+    """A hint for the one failure plaintext clients meet against a TLS server: a closed socket."""
+    details = (exc.details() or "").lower()
+    if (
+        exc.code() == grpc.StatusCode.UNAVAILABLE
+        and client_tls() is None
+        and ("socket closed" in details or "connection reset" in details or "handshake" in details)
+    ):
+        return (
+            f"; if the server speaks TLS, pass its CA and your certificate: {ENV_CA}, {ENV_CERT} and "
+            f"{ENV_KEY} (docs/security.md)"
+        )
+    return ""
+
+
 def channel_credentials(tls: TlsConfig) -> grpc.ChannelCredentials:
     return grpc.ssl_channel_credentials(
         root_certificates=_read(tls.ca, "CA certificate"),
@@ -116,8 +182,17 @@ def channel_credentials(tls: TlsConfig) -> grpc.ChannelCredentials:
     )
 
 
-def _token_metadata() -> tuple[tuple[str, str], ...]:
+def client_token_file() -> str | None:
+    """NPUDURE_ADMIN_TOKEN_FILE, else the default file when it exists."""
     path = os.environ.get(ENV_TOKEN)
+    if path:
+        return path
+    default = default_token_file()
+    return str(default) if default.is_file() else None
+
+
+def _token_metadata() -> tuple[tuple[str, str], ...]:
+    path = client_token_file()
     return _bearer(read_token(path)) if path else ()
 
 

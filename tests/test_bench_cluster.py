@@ -17,9 +17,9 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import grpc
 import pytest
 
+from npudure import security
 from npudure.bench import BenchSession, BenchSettings, RunSpec
 from npudure.bench.cpu import CpuSample
 from npudure.bench.frames import FrameSet, make_frame_set
@@ -48,7 +48,7 @@ def frames() -> FrameSet:
 
 
 def _cluster_status(cluster: LocalCluster) -> pb.ClusterStatus:
-    with grpc.insecure_channel(cluster.address) as channel:
+    with security.channel(cluster.address) as channel:
         return rpc.ClusterStub(channel).GetClusterStatus(pb.ClusterStatusRequest(), timeout=5)
 
 
@@ -280,9 +280,7 @@ def test_someone_else_loading_the_cluster_makes_the_run_invalid(
     stop = threading.Event()
 
     def intruder() -> None:  # a client that never asked for the lease
-        with grpc.insecure_channel(
-            cluster.address, options=[("grpc.max_send_message_length", 8 << 20)]
-        ) as ch:
+        with security.channel(cluster.address, options=[("grpc.max_send_message_length", 8 << 20)]) as ch:
             infer = ch.unary_unary("/npudure.v1.Inference/Infer")
             while not stop.is_set():
                 infer(frames.requests[0], timeout=10)
@@ -332,7 +330,7 @@ def _address(cluster: LocalCluster, board: str) -> str:
 
 
 def _node_cap(cluster: LocalCluster, board: str) -> int:
-    with grpc.insecure_channel(_address(cluster, board)) as channel:
+    with security.channel(_address(cluster, board)) as channel:
         return rpc.NodeStub(channel).GetStatus(pb.NodeStatusRequest(), timeout=5).cpu_cap_mhz
 
 

@@ -12,7 +12,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from loadgen import frame_bytes
 
-from npudure import frames
+from npudure import frames, security
 from npudure.local import LocalCluster, free_port
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
@@ -28,12 +28,12 @@ def cluster():
 
 
 def stub(address: str) -> rpc.InferenceStub:
-    channel = grpc.insecure_channel(address, options=[("grpc.max_send_message_length", 16 << 20)])
+    channel = security.channel(address, options=[("grpc.max_send_message_length", 16 << 20)])
     return rpc.InferenceStub(channel)
 
 
 def set_policy(address: str, policy: str) -> None:
-    with grpc.insecure_channel(address) as channel:
+    with security.channel(address) as channel:
         rpc.ClusterStub(channel).SetPolicy(pb.SetPolicyRequest(policy=policy), timeout=5)
 
 
@@ -93,7 +93,7 @@ def test_bad_input_does_not_mark_boards_down(cluster: LocalCluster) -> None:
     for _ in range(5):
         with pytest.raises(grpc.RpcError):
             infer.Infer(pb.InferRequest(encoding=pb.ENCODING_RAW_RGB, frame=b"x"), timeout=10)
-    with grpc.insecure_channel(cluster.address) as channel:
+    with security.channel(cluster.address) as channel:
         status = rpc.ClusterStub(channel).GetClusterStatus(pb.ClusterStatusRequest(), timeout=5)
     assert all(b.state == pb.BOARD_STATE_UP for b in status.boards)
 
@@ -107,7 +107,7 @@ def test_jpeg_frames_are_served(cluster: LocalCluster) -> None:
 @pytest.mark.parametrize("which", ["scheduler", "agent"])
 def test_health_and_reflection_for_generic_tools(cluster: LocalCluster, which: str) -> None:
     address = cluster.address if which == "scheduler" else cluster.agents["board2"].address
-    with grpc.insecure_channel(address) as channel:
+    with security.channel(address) as channel:
         health = health_pb2_grpc.HealthStub(channel).Check(
             health_pb2.HealthCheckRequest(service=""), timeout=5
         )
@@ -122,7 +122,7 @@ def test_health_and_reflection_for_generic_tools(cluster: LocalCluster, which: s
 
 
 def test_admin_rpcs_validate_their_input(cluster: LocalCluster) -> None:
-    with grpc.insecure_channel(cluster.address) as channel:
+    with security.channel(cluster.address) as channel:
         admin = rpc.ClusterStub(channel)
         with pytest.raises(grpc.RpcError) as err:
             admin.SetActiveNodes(pb.SetActiveNodesRequest(nodes=["board9"]), timeout=5)
@@ -143,7 +143,7 @@ def test_admin_rpcs_validate_their_input(cluster: LocalCluster) -> None:
 def test_active_set_and_drain_steer_traffic(cluster: LocalCluster) -> None:
     set_policy(cluster.address, "least_inflight")
     request = pb.InferRequest(encoding=pb.ENCODING_RAW_RGB, frame=frame_bytes())
-    with grpc.insecure_channel(cluster.address) as channel:
+    with security.channel(cluster.address) as channel:
         admin = rpc.ClusterStub(channel)
         try:
             admin.SetActiveNodes(pb.SetActiveNodesRequest(nodes=["board1", "board3"]), timeout=5)
@@ -162,7 +162,7 @@ def test_scheduler_refuses_to_start_when_no_board_answers(tmp_path) -> None:
         f"boards:\n  - name: ghost\n    address: 127.0.0.1:{free_port()}\n"
     )
     proc = run_npudure("scheduler", "--config", str(config))
-    assert proc.returncode == 2
+    assert proc.returncode == 1
     assert "ghost=127.0.0.1" in proc.stderr and "start the agents first" in proc.stderr
 
 
@@ -170,8 +170,8 @@ def test_agent_refuses_unknown_backend_and_missing_model(tmp_path) -> None:
     bad = tmp_path / "agent.yml"
     bad.write_text("node_name: b1\nbackend: npu\n")
     proc = run_npudure("agent", "--config", str(bad))
-    assert proc.returncode == 2 and "'npu' is not allowed" in proc.stderr and "rknn" in proc.stderr
+    assert proc.returncode == 78 and "'npu' is not allowed" in proc.stderr and "rknn" in proc.stderr
     missing = tmp_path / "agent2.yml"
     missing.write_text(f"node_name: b1\nbackend: onnx\nmodel: {tmp_path / 'nope.onnx'}\n")
     proc = run_npudure("agent", "--config", str(missing), "--check")
-    assert proc.returncode == 2 and "nope.onnx does not exist" in proc.stderr
+    assert proc.returncode == 78 and "nope.onnx does not exist" in proc.stderr

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import grpc
 import pytest
 from loadgen import run_closed_loop
 
+from npudure import security
 from npudure.local import LocalCluster
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
@@ -14,7 +14,7 @@ TIME_SCALE = 10.0  # 16 inf/s per emulated board: the test machine stays far fro
 
 
 def admin(address: str) -> rpc.ClusterStub:
-    return rpc.ClusterStub(grpc.insecure_channel(address))
+    return rpc.ClusterStub(security.channel(address))
 
 
 @pytest.mark.slow

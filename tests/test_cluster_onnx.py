@@ -6,9 +6,9 @@ import grpc
 import pytest
 
 from npudure import frames
+from npudure.frames import synthetic_frame
 from npudure.local import LocalCluster
 from npudure.model import ensure_model
-from npudure.model.frames import synthetic_frame
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 

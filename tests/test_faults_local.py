@@ -8,6 +8,7 @@ import grpc
 import pytest
 from loadgen import frame_bytes, run_closed_loop
 
+from npudure import security
 from npudure.local import LocalCluster
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
@@ -16,13 +17,13 @@ TIME_SCALE = 10.0
 
 
 def board_state(address: str, name: str) -> int:
-    with grpc.insecure_channel(address) as channel:
+    with security.channel(address) as channel:
         status = rpc.ClusterStub(channel).GetClusterStatus(pb.ClusterStatusRequest(), timeout=5)
     return next(b.state for b in status.boards if b.name == name)
 
 
 def inject(address: str, fault: int) -> None:
-    with grpc.insecure_channel(address) as channel:
+    with security.channel(address) as channel:
         rpc.NodeStub(channel).InjectFault(pb.InjectFaultRequest(fault=fault), timeout=5)
 
 
@@ -47,7 +48,7 @@ def test_npu_hang_costs_no_request_and_the_board_comes_back() -> None:
         assert injected
         assert result.errors == [], result.errors[:3]
         assert board_state(cluster.address, "board2") == pb.BOARD_STATE_DOWN
-        with grpc.insecure_channel(hung) as channel:
+        with security.channel(hung) as channel:
             status = rpc.NodeStub(channel).GetStatus(pb.NodeStatusRequest(), timeout=5)
         assert status.hung_workers > 0
         inject(hung, pb.FAULT_NONE)
@@ -78,7 +79,7 @@ def test_scheduler_restart_gives_unavailable_never_a_hang() -> None:
     with LocalCluster(boards=2, time_scale=TIME_SCALE) as cluster:
         proc = cluster.scheduler
         request = pb.InferRequest(encoding=pb.ENCODING_RAW_RGB, frame=frame_bytes())
-        channel = grpc.insecure_channel(cluster.address, options=[("grpc.max_send_message_length", 8 << 20)])
+        channel = security.channel(cluster.address, options=[("grpc.max_send_message_length", 8 << 20)])
         infer = rpc.InferenceStub(channel)
         assert infer.Infer(request, timeout=10).node
         proc.process.kill()

@@ -11,9 +11,9 @@ pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
 from npudure.cli import main  # noqa: E402
+from npudure.frames import synthetic_frame  # noqa: E402
 from npudure.model.build import ModelBuildError, build_yolov8n, default_model_path, ensure_model  # noqa: E402
 from npudure.model.calibrate import to_nchw  # noqa: E402
-from npudure.model.frames import synthetic_frame  # noqa: E402
 from npudure.model.info import inspect  # noqa: E402
 from npudure.postprocess import postprocess  # noqa: E402
 

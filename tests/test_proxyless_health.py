@@ -17,6 +17,7 @@ import pytest
 from conftest import run_npudure
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from npudure import security
 from npudure.local import LocalCluster
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
@@ -53,7 +54,7 @@ def cluster(fake_sysfs: Path) -> Iterator[LocalCluster]:
 
 
 def health(address: str, service: str) -> int:
-    with grpc.insecure_channel(address) as channel:
+    with security.channel(address) as channel:
         return (
             health_pb2_grpc.HealthStub(channel)
             .Check(health_pb2.HealthCheckRequest(service=service), timeout=2)
@@ -71,7 +72,7 @@ def wait_for(what: str, condition: Callable[[], bool], timeout_s: float = 10.0) 
 
 
 def cluster_stub(cluster: LocalCluster) -> tuple[grpc.Channel, rpc.ClusterStub]:
-    channel = grpc.insecure_channel(cluster.address)
+    channel = security.channel(cluster.address)
     return channel, rpc.ClusterStub(channel)
 
 
@@ -80,7 +81,7 @@ def route_boards(stub: rpc.ClusterStub) -> list[str]:
 
 
 def node_reasons(cluster: LocalCluster, board: str) -> list[str]:
-    with grpc.insecure_channel(cluster.agents[board].address) as channel:
+    with security.channel(cluster.agents[board].address) as channel:
         return list(rpc.NodeStub(channel).GetStatus(pb.NodeStatusRequest(), timeout=5).not_serving_reasons)
 
 
@@ -132,7 +133,7 @@ def test_a_hot_board_stops_serving_and_comes_back_when_cool(cluster: LocalCluste
 def test_a_hung_npu_turns_both_health_services_off_until_it_returns(cluster: LocalCluster) -> None:
     board2 = cluster.agents["board2"].address
     frame = np.zeros((640, 640, 3), np.uint8).tobytes()
-    with grpc.insecure_channel(board2) as channel:
+    with security.channel(board2) as channel:
         node = rpc.NodeStub(channel)
         node.InjectFault(pb.InjectFaultRequest(fault=pb.FAULT_HANG), timeout=5)
         stuck = threading.Thread(
@@ -160,7 +161,7 @@ def test_set_serving_is_an_admin_call(tmp_path: Path) -> None:
     with LocalCluster(boards=1, time_scale=0.2, agent_overrides={"admin": {"token_file": str(token)}}) as c:
         # The scheduler has no token here: its push is refused, and so is ours.
         with (
-            grpc.insecure_channel(c.agents["board1"].address) as channel,
+            security.channel(c.agents["board1"].address) as channel,
             pytest.raises(grpc.RpcError) as caught,
         ):
             rpc.NodeStub(channel).SetServing(pb.SetServingRequest(reasons=["drained"]), timeout=5)

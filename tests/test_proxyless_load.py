@@ -19,6 +19,7 @@ import grpc
 import numpy as np
 import pytest
 
+from npudure import security
 from npudure.client_proxyless import ProxylessTarget
 from npudure.local import LocalCluster
 from npudure.proto import inference_pb2 as pb
@@ -100,7 +101,7 @@ def run_load(
 
 
 def cluster_stub(cluster: LocalCluster) -> tuple[grpc.Channel, rpc.ClusterStub]:
-    channel = grpc.insecure_channel(cluster.address)
+    channel = security.channel(cluster.address)
     return channel, rpc.ClusterStub(channel)
 
 
@@ -161,7 +162,7 @@ def test_a_hung_npu_costs_nothing(cluster: LocalCluster) -> None:
 
     def inject(fault: int) -> Callable[[], None]:
         def act() -> None:
-            with grpc.insecure_channel(address) as channel:
+            with security.channel(address) as channel:
                 rpc.NodeStub(channel).InjectFault(pb.InjectFaultRequest(fault=fault), timeout=5)
 
         return act

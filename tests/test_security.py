@@ -160,7 +160,7 @@ def test_a_token_file_others_can_read_is_refused_at_start(tmp_path) -> None:
         f"node_name: b1\nlisten: 127.0.0.1:{free_port()}\nmetrics_port: 0\nadmin:\n  token_file: {token}\n"
     )
     proc = run_npudure("agent", "--config", str(config))
-    assert proc.returncode == 2
+    assert proc.returncode == 78
     assert f"chmod 600 {token}" in proc.stderr
 
 
@@ -171,5 +171,5 @@ def test_missing_certificate_file_is_a_clear_start_up_error(tmp_path: Path) -> N
         f"tls:\n  ca: {tmp_path}/ca.crt\n  cert: {tmp_path}/b1.crt\n  key: {tmp_path}/b1.key\n"
     )
     proc = run_npudure("agent", "--config", str(config))
-    assert proc.returncode == 2
+    assert proc.returncode == 78
     assert "cannot read the" in proc.stderr and "b1" in proc.stderr

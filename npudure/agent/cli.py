@@ -10,20 +10,19 @@ import sys
 from npudure import config as cfg
 from npudure import soc
 from npudure.backends import BackendError, create_backend
-from npudure.runtime import ensure_malloc_tuning, setup_logging
-from npudure.security import SecurityError
+from npudure.runtime import EX_CONFIG, LOG_LEVELS, ensure_malloc_tuning, setup_logging
+from npudure.security import ListenError, SecurityError
 
 log = logging.getLogger("npudure.agent")
-
-EX_CONFIG = 78  # sysexits.h: a configuration error (the unit should not restart into it)
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", required=True, help="agent YAML config (e.g. /etc/npudure/agent.yml)")
     parser.add_argument(
         "--check", action="store_true", help="validate the config and load the backend and model, then exit"
     )
-    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument(
+        "--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS, help="log verbosity (default INFO)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -31,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
         config = cfg.load(cfg.AgentConfig, args.config)
     except cfg.ConfigError as exc:
         print(f"npudure agent: {exc}", file=sys.stderr)
-        return 2
+        return EX_CONFIG
     try:
         config, board_soc = soc.resolve_npu_cores(config)
     except soc.SocMismatch as exc:
@@ -42,9 +41,9 @@ def run(args: argparse.Namespace) -> int:
     setup_logging(args.log_level)
     try:
         backend = create_backend(config)
-    except BackendError as exc:
+    except BackendError as exc:  # unknown backend, missing model or runtime: the config names them
         print(f"npudure agent: {exc}", file=sys.stderr)
-        return getattr(exc, "exit_code", 2)  # 78 (EX_CONFIG) when the board lacks the NPU runtime
+        return EX_CONFIG
     if args.check:
         print(
             f"ok: {args.config}: backend {backend.name}{' (emulated)' if backend.emulated else ''}, "
@@ -59,7 +58,10 @@ def run(args: argparse.Namespace) -> int:
         asyncio.run(serve(config, backend, board_soc=board_soc))
     except (BackendError, SecurityError) as exc:
         print(f"npudure agent: {exc}", file=sys.stderr)
-        return 2
+        return EX_CONFIG
+    except ListenError as exc:
+        print(f"npudure agent: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         pass
     return 0

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
+
+from npudure import metrics_http
+from npudure.config import TlsConfig
 
 STAGE_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
 
@@ -36,6 +39,7 @@ class AgentMetrics:
         if emulation_totals is not None:
             # Lag over a scrape window: rate(actual) / rate(model) - 1.
             self.registry.register(_EmulationCollector(emulation_totals))
+        metrics_http.add_standard_collectors(self.registry)
         self.requests = Counter(
             "npudure_agent_requests",
             "Inference requests by gRPC status code",
@@ -62,6 +66,5 @@ class AgentMetrics:
             registry=self.registry,
         )
 
-    def serve(self, port: int) -> None:
-        if port:
-            start_http_server(port, registry=self.registry)
+    def serve(self, listen: str, port: int, metrics_listen: str | None, tls: TlsConfig | None) -> object:
+        return metrics_http.serve(self.registry, listen, port, metrics_listen, tls)

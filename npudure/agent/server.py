@@ -8,10 +8,11 @@ import time
 import uuid
 
 import grpc
+from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from npudure import __version__, frames, security, soc, telemetry
+from npudure import __version__, frames, sdnotify, security, soc, telemetry
 from npudure.affinity import cores
 from npudure.agent import cpucap
 from npudure.agent.load_report import ORCA_TRAILER, LoadMeter, ServingState
@@ -21,7 +22,7 @@ from npudure.backends import Backend, BackendError, create_backend
 from npudure.config import AgentConfig
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
-from npudure.runtime import wait_for_shutdown
+from npudure.runtime import SERVER_OPTIONS, wait_for_shutdown
 
 log = logging.getLogger(__name__)
 
@@ -81,12 +82,33 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
         self.serving = ServingState()
 
     # ------------------------------------------------------------------ data path
+    async def infer_bytes(self, request: bytes, context: grpc.aio.ServicerContext) -> pb.InferResponse:
+        """Parse here, not in gRPC: bytes that are not an InferRequest are the caller's fault
+        (INVALID_ARGUMENT), never an UNKNOWN that the scheduler would count against this board."""
+        try:
+            parsed = pb.InferRequest.FromString(request)
+        except DecodeError as exc:
+            return await self._fail(
+                context, grpc.StatusCode.INVALID_ARGUMENT, f"the request is not an InferRequest: {exc}"
+            )
+        return await self.Infer(parsed, context)
+
+    def inference_handler(self) -> grpc.GenericRpcHandler:
+        return grpc.method_handlers_generic_handler(
+            SERVICE_NAMES[0],
+            {
+                "Infer": grpc.unary_unary_rpc_method_handler(
+                    self.infer_bytes, response_serializer=pb.InferResponse.SerializeToString
+                )
+            },
+        )
+
     async def Infer(self, request: pb.InferRequest, context: grpc.aio.ServicerContext) -> pb.InferResponse:
         received = time.perf_counter()
         try:
             frames.check_request(request.encoding, request.frame)
             self.metrics.queue_depth.set(self.pool.waiting + 1)
-            outcome = await self.pool.run(lambda: frames.decode(request.encoding, request.frame))
+            outcome = await self.pool.run(lambda: frames.decode_checked(request.encoding, request.frame))
         except frames.FrameError as exc:
             return await self._fail(context, exc.code, str(exc))
         except PoolFull as exc:
@@ -266,25 +288,19 @@ async def serve(
     if config.affinity.pin_io_to_little and not split.uniform:
         cores.pin_current_thread(split.little)  # gRPC's own threads inherit the main thread's mask
     options = [
+        *SERVER_OPTIONS,
         ("grpc.max_receive_message_length", config.max_message_bytes),
         ("grpc.max_send_message_length", config.max_message_bytes),
         *KEEPALIVE,
     ]
     server = grpc.aio.server(options=options)
-    rpc.add_InferenceServicer_to_server(agent, server)
+    server.add_generic_rpc_handlers((agent.inference_handler(),))
     rpc.add_NodeServicer_to_server(agent, server)
     health_pb2_grpc.add_HealthServicer_to_server(agent.health, server)
     reflection.enable_server_reflection(SERVICE_NAMES, server)
-    try:
-        port = security.add_port(server, config.listen, config.tls)
-    except RuntimeError as exc:
-        raise BackendError(
-            f"cannot listen on {config.listen}: {exc} (is another agent running there?)"
-        ) from None
-    if port == 0:
-        raise BackendError(f"cannot listen on {config.listen}: the address is in use or not local")
+    security.add_port(server, config.listen, config.tls)
     await server.start()
-    agent.metrics.serve(config.metrics_port)
+    agent.metrics.serve(config.listen, config.metrics_port, config.metrics_listen, config.tls)
     await agent.publish_health()
     watchdog = asyncio.create_task(agent.watch_hangs())
     log.info(
@@ -300,10 +316,13 @@ async def serve(
     )
     if ready:
         ready.set()
+    pinger = await sdnotify.serving(f"serving on {config.listen}")
     try:
         await wait_for_shutdown()
         log.info("agent %s shutting down", config.node_name)
     finally:
+        sdnotify.notify("STOPPING=1")
+        pinger.cancel()
         watchdog.cancel()
         await agent.health.enter_graceful_shutdown()
         await server.stop(grace=2)

@@ -14,9 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-INPUT_SIZE = 640
-FRAME_SHAPE = (INPUT_SIZE, INPUT_SIZE, 3)
-FRAME_BYTES = INPUT_SIZE * INPUT_SIZE * 3  # 1,228,800
+from npudure.frames import FRAME_BYTES, FRAME_SHAPE, INPUT_SIZE  # noqa: F401 (re-exported for backends)
 
 
 class BackendError(Exception):

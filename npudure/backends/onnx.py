@@ -13,7 +13,6 @@ import time
 import numpy as np
 
 from npudure.backends.base import (
-    FRAME_SHAPE,
     INPUT_SIZE,
     BackendError,
     Context,
@@ -25,14 +24,6 @@ from npudure.config import AgentConfig, PostprocessConfig
 from npudure.postprocess import Layout, LayoutError, detect_layout, postprocess_with
 
 _REBUILD = "rebuild it with `npudure model build --force` (or copy the fleet's model again)"
-
-
-def check_frame(image: np.ndarray) -> None:
-    if image.shape != FRAME_SHAPE or image.dtype != np.uint8:
-        raise BackendError(
-            f"frame is {image.dtype} {tuple(image.shape)}, but the model takes uint8 "
-            f"{FRAME_SHAPE} RGB (640x640, 3 channels): resize/letterbox the frame before sending it"
-        )
 
 
 def to_model_input(image: np.ndarray) -> np.ndarray:
@@ -48,7 +39,6 @@ class _OnnxContext(Context):
         self._pp = pp
 
     def run(self, image: np.ndarray) -> ContextResult:
-        check_frame(image)
         t0 = time.perf_counter()
         x = to_model_input(image)
         t1 = time.perf_counter()

@@ -27,7 +27,6 @@ from npudure.backends.base import (
     check_model_file,
     sha256_file,
 )
-from npudure.backends.onnx import check_frame
 from npudure.config import AgentConfig, PostprocessConfig
 from npudure.postprocess import Layout, detect_layout, postprocess_with
 
@@ -133,7 +132,6 @@ class _RknnContext(Context):
         self._released = False
 
     def run(self, image: np.ndarray) -> ContextResult:
-        check_frame(image)
         t0 = time.perf_counter()
         batch = np.ascontiguousarray(image)[None]  # NHWC uint8; the NPU does the /255 itself
         t1 = time.perf_counter()

@@ -8,6 +8,7 @@ Exit codes: 0 finished and every run valid; 3 finished but some runs are invalid
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from pathlib import Path
@@ -274,6 +275,9 @@ def run(args: argparse.Namespace) -> int:
     from npudure.bench.session import BenchSession, BenchSettings
     from npudure.bench.terminal import summary_text
 
+    if args.out and (problem := _unwritable(Path(args.out))):
+        print(f"npudure bench: --out {args.out}: {problem}", file=sys.stderr)
+        return EXIT_REFUSED
     _tune_malloc()
     settings = BenchSettings(
         warmup_s=_default(args, "warmup"),
@@ -325,6 +329,16 @@ def run(args: argparse.Namespace) -> int:
     if session.summary and session.summary["runs_invalid"]:
         return EXIT_INVALID_RUNS
     return EXIT_ERROR if session.restore_problems else EXIT_OK
+
+
+def _unwritable(out: Path) -> str | None:
+    """Why the result folder cannot be made there (checked before the lease is taken), or None."""
+    parent = next((p for p in (out.parent, *out.parent.parents) if p.exists()), Path("."))
+    if not parent.is_dir():
+        return f"{parent} is not a folder"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"{parent} is not writable by this user"
+    return None
 
 
 def _print_summary(session: Any, summary_text: Any) -> None:

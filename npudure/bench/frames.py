@@ -1,7 +1,7 @@
 """The frames a benchmark sends, serialized once into InferRequest bytes and reused for every call.
 
 Serializing a 1.2 MB request per call would make the generator, not the cluster, the bottleneck.
-Frames come from a fixed seed (``npudure.model.frames.synthetic_frame``) or from the user's images,
+Frames come from a fixed seed (``npudure.frames.synthetic_frame``) or from the user's images,
 centre-cropped and resized to 640x640.
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from npudure.backends.base import INPUT_SIZE
+from npudure.frames import FRAME_SHAPE, fit, synthetic_frame
 from npudure.proto import inference_pb2 as pb
 
 ENCODINGS = {"raw": pb.ENCODING_RAW_RGB, "jpeg": pb.ENCODING_JPEG}
@@ -46,22 +46,10 @@ class FrameSet:
 
 
 def synthetic_frames(count: int, seed: int) -> list[np.ndarray]:
-    from npudure.model.frames import synthetic_frame
-
     return [synthetic_frame(seed * 100_003 + i) for i in range(count)]
 
 
-def fit_640(image: object) -> np.ndarray:
-    """Centre-crop a PIL image to a square and resize it to 640x640 RGB."""
-    from PIL import Image
-
-    assert isinstance(image, Image.Image)
-    rgb = image.convert("RGB")
-    w, h = rgb.size
-    side = min(w, h)
-    left, top = (w - side) // 2, (h - side) // 2
-    square = rgb.crop((left, top, left + side, top + side))
-    return np.asarray(square.resize((INPUT_SIZE, INPUT_SIZE), Image.Resampling.BILINEAR), dtype=np.uint8)
+fit_640 = fit  # the name this module had; npudure.frames owns it
 
 
 def image_frames(directory: str | Path, count: int | None = None) -> list[np.ndarray]:
@@ -95,8 +83,8 @@ def build_frame_set(frames: list[np.ndarray], encoding: str, source: str, jpeg_q
 
     requests, sizes = [], []
     for i, frame in enumerate(frames):
-        if frame.shape != (INPUT_SIZE, INPUT_SIZE, 3) or frame.dtype != np.uint8:
-            raise FrameSourceError(f"frame {i} is {frame.shape} {frame.dtype}; expected (640, 640, 3) uint8")
+        if frame.shape != FRAME_SHAPE or frame.dtype != np.uint8:
+            raise FrameSourceError(f"frame {i} is {frame.shape} {frame.dtype}; expected {FRAME_SHAPE} uint8")
         payload = frame.tobytes() if encoding == "raw" else encode_jpeg(frame, jpeg_quality)
         msg = pb.InferRequest(request_id=f"bench-frame-{i}", encoding=ENCODINGS[encoding], frame=payload)
         requests.append(msg.SerializeToString())

@@ -1,6 +1,6 @@
 """YOLOv8n for npudure: the ONNX graph builder (no download, no torch), its cache and seeded frames.
 
-Imports stay lazy: ``npudure.model.frames`` works on a board without the ``onnx`` package, and only
+Imports stay lazy: ``npudure.model.synthetic_frame`` works on a board without the ``onnx`` package, and only
 building or inspecting a model needs ``pip install 'npudure[onnx]'``.
 """
 
@@ -17,7 +17,7 @@ _LAZY = {
     "BuildResult": "npudure.model.build",
     "ModelBuildError": "npudure.model.build",
     "inspect": "npudure.model.info",
-    "synthetic_frame": "npudure.model.frames",
+    "synthetic_frame": "npudure.frames",
 }
 
 __all__ = sorted(_LAZY)

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from npudure.model.frames import synthetic_frame
+from npudure.frames import synthetic_frame
 from npudure.model.yolov8n import (
     BN_EPS,
     INPUT_NAME,

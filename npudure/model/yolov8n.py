@@ -23,9 +23,10 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from npudure.frames import INPUT_SIZE
+
 OPSET = 13  # rknn-toolkit2 1.6+ loads it (1.5 wanted <= 12); new enough for Softmax on any axis
 INPUT_NAME = "images"
-INPUT_SIZE = 640
 NUM_CLASSES = 80
 REG_MAX = 16  # DFL bins per box side
 STRIDES = (8, 16, 32)

@@ -7,7 +7,8 @@ import asyncio
 import sys
 
 from npudure import config as cfg
-from npudure.runtime import ensure_malloc_tuning, setup_logging
+from npudure.runtime import EX_CONFIG, LOG_LEVELS, ensure_malloc_tuning, setup_logging
+from npudure.security import ListenError, SecurityError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -15,7 +16,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--config", required=True, help="scheduler YAML config (e.g. /etc/npudure/scheduler.yml)"
     )
     parser.add_argument("--check", action="store_true", help="validate the config and exit")
-    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument(
+        "--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS, help="log verbosity (default INFO)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -23,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
         config = cfg.load(cfg.SchedulerConfig, args.config)
     except cfg.ConfigError as exc:
         print(f"npudure scheduler: {exc}", file=sys.stderr)
-        return 2
+        return EX_CONFIG
     if args.check:
         print(f"ok: {args.config}: {len(config.boards)} boards, policy {config.policy}")
         return 0
@@ -33,9 +36,12 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         asyncio.run(serve(config))
-    except StartupError as exc:
+    except SecurityError as exc:
         print(f"npudure scheduler: {exc}", file=sys.stderr)
-        return 2
+        return EX_CONFIG
+    except (StartupError, ListenError) as exc:
+        print(f"npudure scheduler: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         pass
     return 0

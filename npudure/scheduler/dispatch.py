@@ -25,7 +25,10 @@ from npudure.scheduler.policies import Policy, make_policy
 
 log = logging.getLogger(__name__)
 
-# Board errors that mean "this board, not this request": retried once on another board.
+# Board errors that mean "this board, not this request": counted against the board and retried once on
+# another. Everything else (INVALID_ARGUMENT for a bad frame or undecodable bytes — the agent parses them —,
+# RESOURCE_EXHAUSTED, FAILED_PRECONDITION, ...) is the request's fault: back to the client as is, no retry,
+# no penalty. Invariant: a request can never take a board out of rotation.
 BOARD_FAULTS = {
     grpc.StatusCode.UNAVAILABLE,
     grpc.StatusCode.DEADLINE_EXCEEDED,

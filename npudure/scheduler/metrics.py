@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from npudure import metrics_http
 from npudure.agent.metrics import STAGE_BUCKETS
+from npudure.config import TlsConfig
 
 
 class SchedulerMetrics:
     def __init__(self) -> None:
         self.registry = r = CollectorRegistry()
+        metrics_http.add_standard_collectors(r)
         self.requests = Counter(
             "npudure_scheduler_requests", "Client requests by gRPC status code", ["code"], registry=r
         )
@@ -37,6 +40,5 @@ class SchedulerMetrics:
             registry=r,
         )
 
-    def serve(self, port: int) -> None:
-        if port:
-            start_http_server(port, registry=self.registry)
+    def serve(self, listen: str, port: int, metrics_listen: str | None, tls: TlsConfig | None) -> object:
+        return metrics_http.serve(self.registry, listen, port, metrics_listen, tls)

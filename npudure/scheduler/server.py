@@ -10,11 +10,11 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from npudure import __version__, security
+from npudure import __version__, sdnotify, security
 from npudure.config import SchedulerConfig
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
-from npudure.runtime import wait_for_shutdown
+from npudure.runtime import SERVER_OPTIONS, wait_for_shutdown
 from npudure.scheduler.boards import Board, BoardMonitor, open_board
 from npudure.scheduler.dispatch import Dispatcher, DispatchError
 from npudure.scheduler.metrics import SchedulerMetrics
@@ -247,12 +247,10 @@ class Scheduler(rpc.ClusterServicer):
 
 
 async def serve(config: SchedulerConfig, ready: asyncio.Event | None = None) -> None:
-    try:
-        scheduler = Scheduler(config)
-    except security.SecurityError as exc:
-        raise StartupError(str(exc)) from None
+    scheduler = Scheduler(config)  # SecurityError (a token or certificate file) is a configuration error
     server = grpc.aio.server(
         options=[
+            *SERVER_OPTIONS,
             ("grpc.max_receive_message_length", config.max_message_bytes),
             ("grpc.max_send_message_length", config.max_message_bytes),
         ]
@@ -261,8 +259,7 @@ async def serve(config: SchedulerConfig, ready: asyncio.Event | None = None) -> 
     rpc.add_ClusterServicer_to_server(scheduler, server)
     health_pb2_grpc.add_HealthServicer_to_server(scheduler.health, server)
     reflection.enable_server_reflection(SERVICE_NAMES, server)
-    if security.add_port(server, config.listen, config.tls) == 0:
-        raise StartupError(f"cannot listen on {config.listen}: the address is in use or not local")
+    security.add_port(server, config.listen, config.tls)
     try:
         await scheduler.wait_for_boards()
     except StartupError:
@@ -270,7 +267,7 @@ async def serve(config: SchedulerConfig, ready: asyncio.Event | None = None) -> 
         raise
     scheduler.start_monitors()
     await server.start()
-    scheduler.metrics.serve(config.metrics_port)
+    scheduler.metrics.serve(config.listen, config.metrics_port, config.metrics_listen, config.tls)
     for name in ("", INFERENCE):
         await scheduler.health.set(name, health_pb2.HealthCheckResponse.SERVING)
     log.info(
@@ -282,9 +279,12 @@ async def serve(config: SchedulerConfig, ready: asyncio.Event | None = None) -> 
     )
     if ready:
         ready.set()
+    pinger = await sdnotify.serving(f"serving on {config.listen}")
     try:
         await wait_for_shutdown()
     finally:
+        sdnotify.notify("STOPPING=1")
+        pinger.cancel()
         await scheduler.health.enter_graceful_shutdown()
         await server.stop(grace=2)
         await scheduler.close()
