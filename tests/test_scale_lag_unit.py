@@ -29,8 +29,8 @@ def _rows(model_per_s: float, actual_per_s: float, boot: str = "boot-a") -> list
             "source": "node",
             "state": "UP",
             "boot_id": boot,
-            "emulation_model_s_total": str(model_per_s * t),
-            "emulation_actual_s_total": str(actual_per_s * t),
+            "emulation_model_total_s": str(model_per_s * t),
+            "emulation_actual_total_s": str(actual_per_s * t),
             "node_served_total": str(int(100 * t)),
         }
         for t in (0.0, 1.5, 2.5, 3.5, 4.5, 5.5)
@@ -85,7 +85,7 @@ def test_agent_metrics_export_the_counters() -> None:
 
 def test_lag_is_computed_over_the_window_only() -> None:
     rows = _rows(1.0, 1.2)
-    rows[-1]["emulation_actual_s_total"] = "999"  # outside the window: ignored
+    rows[-1]["emulation_actual_total_s"] = "999"  # outside the window: ignored
     lags = validity.emulation_lag_by_board(rows, ["board1"], WINDOW)
     assert lags["board1"] == pytest.approx(0.2)
 

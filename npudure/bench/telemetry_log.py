@@ -39,8 +39,8 @@ BASE_COLUMNS: tuple[str, ...] = (
     "process_cpu_user_s",
     "process_cpu_system_s",
     # Emulated boards: cumulative modelled / achieved NPU service seconds (the emulation_lag rule).
-    "emulation_model_s_total",
-    "emulation_actual_s_total",
+    "emulation_model_total_s",
+    "emulation_actual_total_s",
 )
 _UNITS = {"c": "c", "°c": "c", "mhz": "mhz", "%": "pct", "pct": "pct", "mv": "mv", "v": "v", "hz": "hz"}
 
@@ -92,8 +92,8 @@ def status_row(
         )
         if node.emulated:
             row.update(
-                emulation_model_s_total=node.emulation_model_s_total,
-                emulation_actual_s_total=node.emulation_actual_s_total,
+                emulation_model_total_s=node.emulation_model_s_total,
+                emulation_actual_total_s=node.emulation_actual_s_total,
             )
         row.update(reading_columns(node.telemetry))
     return row

@@ -237,15 +237,15 @@ def emulation_lag_by_board(
             for r in rows
             if r["board"] == board
             and window[0] <= float(r["t_s"]) <= window[1]
-            and r.get("emulation_model_s_total") not in (None, "")
+            and r.get("emulation_model_total_s") not in (None, "")
         ]
         direct = [r for r in mine if r.get("source") == "node"]
         pick = sorted(direct if len(direct) >= 2 else mine, key=lambda r: float(r["t_s"]))
         if not pick:
             continue
         first, last = pick[0], pick[-1]
-        model = float(last["emulation_model_s_total"]) - float(first["emulation_model_s_total"])
-        actual = float(last["emulation_actual_s_total"]) - float(first["emulation_actual_s_total"])
+        model = float(last["emulation_model_total_s"]) - float(first["emulation_model_total_s"])
+        actual = float(last["emulation_actual_total_s"]) - float(first["emulation_actual_total_s"])
         frames = float(last.get("node_served_total") or 0) - float(first.get("node_served_total") or 0)
         same_boot = first.get("boot_id") == last.get("boot_id")
         out[board] = (

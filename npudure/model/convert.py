@@ -21,7 +21,7 @@ import numpy as np
 
 from npudure.backends.base import sha256_file
 from npudure.model import toolkit as tk
-from npudure.model.frames import synthetic_frame
+from npudure.frames import synthetic_frame
 
 PLATFORMS = ("rk3576", "rk3588")
 META_FORMAT = 1
