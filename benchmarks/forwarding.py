@@ -52,8 +52,8 @@ from typing import Any
 import numpy as np
 
 from npudure.bench.cpu import host_cpu_busy_s, process_cpu_s
-from npudure.local import free_port
-from npudure.runtime import MALLOC_TUNING
+from npudure.lab.local import free_port
+from npudure.service.runtime import MALLOC_TUNING
 
 FRAME_SHAPE = (640, 640, 3)
 INFER_METHOD = "/npudure.v1.Inference/Infer"
@@ -1029,8 +1029,8 @@ def _interrupt(signum: int, frame: Any) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM cleans up like Ctrl-C: finally blocks run
-    from npudure.client_proxyless import channel_options, fetch_route
-    from npudure.local import LocalCluster
+    from npudure.client.proxyless import channel_options, fetch_route
+    from npudure.lab.local import LocalCluster
 
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)

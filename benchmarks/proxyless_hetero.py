@@ -34,8 +34,8 @@ from typing import Any
 import grpc
 import numpy as np
 
-from npudure.client_proxyless import channel_options, fetch_route
-from npudure.local import LocalCluster
+from npudure.client.proxyless import channel_options, fetch_route
+from npudure.lab.local import LocalCluster
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 

@@ -7,7 +7,7 @@ __all__ = ["__version__", "connect"]
 
 def __getattr__(name: str):  # lazy: `import npudure` stays light (no grpc) for the CLI and Ansible
     if name == "connect":
-        from npudure.client_proxyless import connect
+        from npudure.client.proxyless import connect
 
         return connect
     raise AttributeError(f"module 'npudure' has no attribute {name!r}")

@@ -17,14 +17,14 @@ from npudure import __version__
 COMMANDS: dict[str, tuple[str, str]] = {
     "agent": ("npudure.agent.cli", "run the board agent (gRPC inference server on one board)"),
     "scheduler": ("npudure.scheduler.cli", "run the scheduler (gRPC front that routes to the boards)"),
-    "local": ("npudure.local", "start a scheduler and N agents on loopback (no root, no boards)"),
-    "status": ("npudure.client", "show a scheduler's cluster status or an agent's node status"),
-    "infer": ("npudure.client_infer", "send frames to a scheduler or agent and print the detections"),
+    "local": ("npudure.lab.local", "start a scheduler and N agents on loopback (no root, no boards)"),
+    "status": ("npudure.client.status", "show a scheduler's cluster status or an agent's node status"),
+    "infer": ("npudure.client.infer", "send frames to a scheduler or agent and print the detections"),
     "bench": ("npudure.bench.cli", "measure a running cluster: saturation, scaling, heterogeneity"),
     "affinity": ("npudure.affinity.cli", "plan or apply big.LITTLE CPU and NPU IRQ affinity"),
     "model": ("npudure.model.cli", "build the YOLOv8n ONNX model (no download) and inspect models"),
     "lab": ("npudure.lab.cli", "the emulated fleet: boards as systemd-nspawn containers (root)"),
-    "pki": ("npudure.pki_cli", "a small CA for mutual TLS: init-ca, csr, sign, check"),
+    "pki": ("npudure.security.cli", "a small CA for mutual TLS: init-ca, csr, sign, check"),
     "faults": ("npudure.faults.cli", "fault suite and soak on the emulated fleet (root)"),
 }
 

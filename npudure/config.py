@@ -92,7 +92,7 @@ class AgentConfig(_Strict):
     # If set, the model file must hash to this (the fleet runs one model).
     model_sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
     # Inference contexts: NPU cores for rknn, slots for sim, sessions for onnx. Left out, the agent
-    # uses the SoC's NPU core count (RK3576 2, RK3588 3; see npudure/soc.py), else 2.
+    # uses the SoC's NPU core count (RK3576 2, RK3588 3; see npudure/board/soc.py), else 2.
     npu_cores: int = Field(2, ge=1, le=16)
     # Threads per ONNX Runtime session.
     onnx_threads: int = Field(1, ge=1, le=64)

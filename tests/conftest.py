@@ -9,6 +9,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 pytest_plugins = ("pytester",)  # tests/test_harden_ci_skips.py runs the lab-skip hook in a sandbox
 sys.path.insert(0, str(Path(__file__).parent))
+# A few test modules share helpers and fixtures with a sibling (test_site_tls uses test_site's fleet):
+# they import it by name, so every test folder is importable.
+sys.path[1:1] = sorted(
+    str(p) for p in Path(__file__).parent.rglob("*") if p.is_dir() and p.name != "__pycache__"
+)
 
 # Child processes (agents, scheduler) must find the same interpreter's tools.
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"

@@ -8,12 +8,13 @@ import logging
 import sys
 
 from npudure import config as cfg
-from npudure import soc
 from npudure.backends import BackendError, create_backend
-from npudure.runtime import EX_CONFIG, LOG_LEVELS, ensure_malloc_tuning, setup_logging
-from npudure.security import ListenError, SecurityError
+from npudure.board import soc
+from npudure.security.access import ListenError, SecurityError
+from npudure.service.runtime import EX_CONFIG, LOG_LEVELS, ensure_malloc_tuning, setup_logging
 
 log = logging.getLogger("npudure.agent")
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", required=True, help="agent YAML config (e.g. /etc/npudure/agent.yml)")

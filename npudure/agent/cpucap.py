@@ -66,7 +66,7 @@ class SysfsCpuCap(CpuCap):
         self._root = sysfs_root
 
     def _apply(self, mhz: int | None) -> str:
-        from npudure import cpufreq
+        from npudure.board import cpufreq
 
         try:
             if mhz is None:

@@ -12,17 +12,21 @@ from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from npudure import __version__, frames, sdnotify, security, soc, telemetry
+from npudure import __version__
 from npudure.affinity import cores
 from npudure.agent import cpucap
 from npudure.agent.load_report import ORCA_TRAILER, LoadMeter, ServingState
 from npudure.agent.metrics import AgentMetrics
 from npudure.agent.pool import PoolFull, WorkerPool
 from npudure.backends import Backend, BackendError, create_backend
+from npudure.board import soc, telemetry
 from npudure.config import AgentConfig
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
-from npudure.runtime import SERVER_OPTIONS, wait_for_shutdown
+from npudure.security import access as security
+from npudure.service import sdnotify
+from npudure.service.runtime import SERVER_OPTIONS, wait_for_shutdown
+from npudure.vision import frames
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +38,7 @@ SERVICE_NAMES = (
 )
 
 
-# Proxyless clients ping every second to notice a cut link (npudure.client_proxyless): without these
+# Proxyless clients ping every second to notice a cut link (npudure.client.proxyless): without these
 # the server would answer frequent pings with GOAWAY "too_many_pings".
 KEEPALIVE = (
     ("grpc.keepalive_permit_without_calls", 1),

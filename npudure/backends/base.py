@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from npudure.frames import FRAME_BYTES, FRAME_SHAPE, INPUT_SIZE  # noqa: F401 (re-exported for backends)
+from npudure.vision.frames import FRAME_BYTES, FRAME_SHAPE, INPUT_SIZE  # noqa: F401 (re-exported for backends)
 
 
 class BackendError(Exception):
@@ -70,7 +70,7 @@ class Backend(ABC):
     def set_cpu_cap(self, mhz: int | None) -> None:
         raise BackendError(
             f"the {self.name} backend has no emulated CPU cap; on a real board cap the clock "
-            "through scaling_max_freq (npudure.cpufreq)"
+            "through scaling_max_freq (npudure.board.cpufreq)"
         )
 
     def new_context(self, index: int) -> Context:

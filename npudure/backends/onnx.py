@@ -21,7 +21,7 @@ from npudure.backends.base import (
     check_model_file,
 )
 from npudure.config import AgentConfig, PostprocessConfig
-from npudure.postprocess import Layout, LayoutError, detect_layout, postprocess_with
+from npudure.vision.postprocess import Layout, LayoutError, detect_layout, postprocess_with
 
 _REBUILD = "rebuild it with `npudure model build --force` (or copy the fleet's model again)"
 

@@ -28,7 +28,7 @@ from npudure.backends.base import (
     sha256_file,
 )
 from npudure.config import AgentConfig, PostprocessConfig
-from npudure.postprocess import Layout, detect_layout, postprocess_with
+from npudure.vision.postprocess import Layout, detect_layout, postprocess_with
 
 LIBRKNNRT = "/usr/lib/librknnrt.so"
 # Where else the dynamic loader finds it on Debian/Ubuntu board images.

@@ -269,8 +269,8 @@ def run(args: argparse.Namespace) -> int:
         return _recompute(args.result_dir)
     from npudure.bench.cluster import BenchError
     from npudure.bench.experiments.sweep import operating_concurrency
-    from npudure.bench.frames import FrameSourceError, make_frame_set
     from npudure.bench.lease import LeaseRefused
+    from npudure.bench.payloads import FrameSourceError, make_frame_set
     from npudure.bench.results import ResultDirExists
     from npudure.bench.session import BenchSession, BenchSettings
     from npudure.bench.terminal import summary_text

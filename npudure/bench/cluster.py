@@ -11,9 +11,9 @@ import logging
 
 import grpc
 
-from npudure import security
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
+from npudure.security import access as security
 
 log = logging.getLogger(__name__)
 

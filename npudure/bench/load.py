@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 import grpc
 import numpy as np
 
-from npudure import security
 from npudure.bench.cpu import CpuProbe, CpuSample, harness_cpu_sample
 from npudure.bench.samples import Samples, from_raw
+from npudure.security import access as security
 
 INFER_METHOD = "/npudure.v1.Inference/Infer"
 # Open loop: sends later than this (p99) mean the generator did not keep its schedule.
@@ -36,7 +36,7 @@ MAX_ERROR_MESSAGES = 5
 
 class Target:
     """``connections`` gRPC channels (separate TCP connections) to one scheduler or agent — or, given
-    the channel ``options`` of a proxyless route (npudure.client_proxyless.channel_options), to every
+    the channel ``options`` of a proxyless route (npudure.client.proxyless.channel_options), to every
     board of the route's target, balanced by gRPC itself."""
 
     def __init__(

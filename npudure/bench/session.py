@@ -30,15 +30,15 @@ from typing import Any
 from npudure import __version__
 from npudure.bench import analysis, cpu, experiments, report, telemetry_log
 from npudure.bench.cluster import BenchError, ClusterAdmin, ClusterGuard, active_boards, state_name
-from npudure.bench.frames import FrameSet, make_frame_set
 from npudure.bench.lease import DEFAULT_TTL_S, LeaseKeeper, default_holder
 from npudure.bench.load import LoadResult, Target, closed_loop, open_loop
+from npudure.bench.payloads import FrameSet, make_frame_set
 from npudure.bench.progress import Progress
 from npudure.bench.results import ResultDir, ResultDirExists, read_json, write_csv, write_json
 from npudure.bench.runs import RunData, load_run
 from npudure.bench.spec import VIAS, RunSpec
 from npudure.bench.terminal import run_line
-from npudure.client_proxyless import RouteError, RouteInfo, channel_options, fetch_route
+from npudure.client.proxyless import RouteError, RouteInfo, channel_options, fetch_route
 from npudure.proto import inference_pb2 as pb
 
 log = logging.getLogger(__name__)

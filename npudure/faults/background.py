@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 
 import grpc
 
-from npudure import security
 from npudure.bench.load import LoadResult, Target, closed_loop
-from npudure.client_proxyless import ProxylessTarget
+from npudure.client.proxyless import ProxylessTarget
 from npudure.faults.fleet import RECONNECT_OPTIONS
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
+from npudure.security import access as security
 
 REQUEST_TIMEOUT_S = 15.0
 POLL_INTERVAL_S = 0.1
@@ -51,7 +51,7 @@ class BackgroundLoad:
     ) -> None:
         self.address = address
         # "scheduler": every request through the scheduler; "proxyless": straight to the boards on the
-        # scheduler's route (npudure.client_proxyless), the scheduler only answering GetRoute.
+        # scheduler's route (npudure.client.proxyless), the scheduler only answering GetRoute.
         self.mode = mode
         self.requests = requests
         self.concurrency = concurrency

@@ -228,7 +228,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _frames(args: argparse.Namespace):
-    from npudure.bench.frames import make_frame_set
+    from npudure.bench.payloads import make_frame_set
 
     return make_frame_set("raw", args.frames, seed=0)
 

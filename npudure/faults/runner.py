@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from npudure.bench.frames import FrameSet
+from npudure.bench.payloads import FrameSet
 from npudure.bench.results import write_csv, write_json
 from npudure.faults.analysis import (
     FaultResult,

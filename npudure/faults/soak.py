@@ -11,7 +11,7 @@ from pathlib import Path
 
 import grpc
 
-from npudure.bench.frames import FrameSet
+from npudure.bench.payloads import FrameSet
 from npudure.bench.results import write_csv, write_json
 from npudure.faults.analysis import error_codes
 from npudure.faults.background import BackgroundLoad

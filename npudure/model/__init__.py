@@ -17,7 +17,7 @@ _LAZY = {
     "BuildResult": "npudure.model.build",
     "ModelBuildError": "npudure.model.build",
     "inspect": "npudure.model.info",
-    "synthetic_frame": "npudure.frames",
+    "synthetic_frame": "npudure.vision.frames",
 }
 
 __all__ = sorted(_LAZY)

@@ -17,7 +17,6 @@ import math
 
 import numpy as np
 
-from npudure.frames import synthetic_frame
 from npudure.model.yolov8n import (
     BN_EPS,
     INPUT_NAME,
@@ -29,6 +28,7 @@ from npudure.model.yolov8n import (
     emit,
     make_model,
 )
+from npudure.vision.frames import synthetic_frame
 
 CALIBRATION_FRAMES = 8
 TARGET_CANDIDATES = 20  # anchors with best class probability ≥ SCORE_THRESHOLD on the median frame

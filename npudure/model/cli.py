@@ -149,7 +149,7 @@ def _info(args: argparse.Namespace) -> int:
 def _frames(args: argparse.Namespace) -> int:
     from PIL import Image
 
-    from npudure.frames import synthetic_frame
+    from npudure.vision.frames import synthetic_frame
 
     if args.count < 1:
         print("npudure model frames: --count must be 1 or more", file=sys.stderr)

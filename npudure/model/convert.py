@@ -21,7 +21,7 @@ import numpy as np
 
 from npudure.backends.base import sha256_file
 from npudure.model import toolkit as tk
-from npudure.frames import synthetic_frame
+from npudure.vision.frames import INPUT_SIZE, synthetic_frame
 
 PLATFORMS = ("rk3576", "rk3588")
 META_FORMAT = 1
@@ -30,7 +30,6 @@ CHECK_FRAMES = 4
 CALIB_FIRST_SEED = 2 * 10**9  # far from the seeds tests, benches and the model's own calibration use
 CHECK_FIRST_SEED = 3 * 10**9
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
-INPUT_SIZE = 640
 
 # Exit codes (sysexits.h), so scripts and the Ansible step can tell the causes apart.
 EX_USAGE, EX_DATAERR, EX_NOINPUT, EX_UNAVAILABLE, EX_SOFTWARE = 64, 65, 66, 69, 70
@@ -76,7 +75,7 @@ def check_onnx(path: Path) -> str:
             f"{path}: no such ONNX file; build it with `npudure model build --layout zoo`", EX_NOINPUT
         )
     from npudure.model.info import inspect
-    from npudure.postprocess import LayoutError, detect_layout
+    from npudure.vision.postprocess import LayoutError, detect_layout
 
     try:
         info = inspect(path)

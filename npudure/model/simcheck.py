@@ -1,6 +1,6 @@
 """Does the .rknn compute what the ONNX model computes? Compare the toolkit simulator's 9 outputs with
 ONNX Runtime's on the same frames, raw (cosine similarity, max abs error per output) and after OUR
-post-processing (npudure/postprocess.py): detections matched by class and IoU.
+post-processing (npudure/vision/postprocess.py): detections matched by class and IoU.
 
 The untrained model gives a steady few dozen detections per frame at the agent's 0.25 threshold
 (docs/model.md), so the decoded comparison has real boxes to match. A permuted or transposed output, a
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from npudure.postprocess import LayoutError, detect_layout, postprocess
+from npudure.vision.postprocess import LayoutError, detect_layout, postprocess
 
 MATCH_IOU = 0.5
 SCORE_THRESHOLD = 0.25

@@ -23,7 +23,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from npudure.frames import INPUT_SIZE
+from npudure.vision.frames import INPUT_SIZE
 
 OPSET = 13  # rknn-toolkit2 1.6+ loads it (1.5 wanted <= 12); new enough for Softmax on any axis
 INPUT_NAME = "images"

@@ -7,8 +7,8 @@ import asyncio
 import sys
 
 from npudure import config as cfg
-from npudure.runtime import EX_CONFIG, LOG_LEVELS, ensure_malloc_tuning, setup_logging
-from npudure.security import ListenError, SecurityError
+from npudure.security.access import ListenError, SecurityError
+from npudure.service.runtime import EX_CONFIG, LOG_LEVELS, ensure_malloc_tuning, setup_logging
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

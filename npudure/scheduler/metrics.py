@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from npudure import metrics_http
 from npudure.agent.metrics import STAGE_BUCKETS
 from npudure.config import TlsConfig
+from npudure.service import metrics_http
 
 
 class SchedulerMetrics:

@@ -10,16 +10,18 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from npudure import __version__, sdnotify, security
+from npudure import __version__
 from npudure.config import SchedulerConfig
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
-from npudure.runtime import SERVER_OPTIONS, wait_for_shutdown
 from npudure.scheduler.boards import Board, BoardMonitor, open_board
 from npudure.scheduler.dispatch import Dispatcher, DispatchError
 from npudure.scheduler.metrics import SchedulerMetrics
 from npudure.scheduler.policies import POLICIES, make_policy
 from npudure.scheduler.route import ServingPusher, build_route, resolve
+from npudure.security import access as security
+from npudure.service import sdnotify
+from npudure.service.runtime import SERVER_OPTIONS, wait_for_shutdown
 
 log = logging.getLogger(__name__)
 

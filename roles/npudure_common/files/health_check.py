@@ -4,7 +4,7 @@ Installed by the npudure roles into /opt/npudure/libexec and run with the virtua
 ``python -I health_check.py HOST:PORT [SERVICE]`` (-I keeps the script's folder off sys.path, where a
 stray file could shadow a package). Prints the status, or why there is none, so a failed check in a
 playbook says what it saw. With mutual TLS on, the client certificate comes from NPUDURE_TLS_CA,
-NPUDURE_TLS_CERT and NPUDURE_TLS_KEY (npudure.security), as for every npudure client.
+NPUDURE_TLS_CERT and NPUDURE_TLS_KEY (npudure.security.access), as for every npudure client.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from npudure import security
+from npudure.security import access as security
 
 
 def main(argv: list[str]) -> int:

@@ -1,0 +1,105 @@
+"""The frames a benchmark sends, serialized once into InferRequest bytes and reused for every call.
+
+Serializing a 1.2 MB request per call would make the generator, not the cluster, the bottleneck.
+Frames come from a fixed seed (``npudure.vision.frames.synthetic_frame``) or from the user's images,
+centre-cropped and resized to 640x640.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from npudure.proto import inference_pb2 as pb
+from npudure.vision.frames import FRAME_SHAPE, fit, synthetic_frame
+
+ENCODINGS = {"raw": pb.ENCODING_RAW_RGB, "jpeg": pb.ENCODING_JPEG}
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
+
+
+class FrameSourceError(Exception):
+    """The frames asked for cannot be produced; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class FrameSet:
+    requests: tuple[bytes, ...]  # serialized InferRequest messages
+    frame_bytes: tuple[int, ...]  # payload (frame field) size of each
+    encoding: str  # "raw" | "jpeg"
+    source: str  # e.g. "synthetic seed 0 (16 frames)" or "images /data (12 files)"
+
+    @property
+    def mean_payload_bytes(self) -> float:
+        return float(np.mean(self.frame_bytes))
+
+    def conditions(self) -> dict[str, object]:
+        return {
+            "encoding": self.encoding,
+            "frames_distinct": len(self.requests),
+            "frame_source": self.source,
+            "payload_bytes_mean": round(self.mean_payload_bytes, 1),
+            "payload_bytes_min": min(self.frame_bytes),
+            "payload_bytes_max": max(self.frame_bytes),
+        }
+
+
+def synthetic_frames(count: int, seed: int) -> list[np.ndarray]:
+    return [synthetic_frame(seed * 100_003 + i) for i in range(count)]
+
+
+fit_640 = fit  # the name this module had; npudure.vision.frames owns it
+
+
+def image_frames(directory: str | Path, count: int | None = None) -> list[np.ndarray]:
+    from PIL import Image, UnidentifiedImageError
+
+    folder = Path(directory)
+    if not folder.is_dir():
+        raise FrameSourceError(f"--images {folder}: not a folder; point it at a folder of JPEG/PNG images")
+    files = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
+    if not files:
+        raise FrameSourceError(
+            f"--images {folder}: no images found (looked for {', '.join(IMAGE_SUFFIXES)}); "
+            "add some or drop --images to use seeded synthetic frames"
+        )
+    frames = []
+    for path in files[: count or len(files)]:
+        try:
+            with Image.open(path) as image:
+                frames.append(fit_640(image))
+        except (UnidentifiedImageError, OSError) as exc:
+            raise FrameSourceError(f"--images: cannot read {path}: {exc}") from None
+    return frames
+
+
+def build_frame_set(frames: list[np.ndarray], encoding: str, source: str, jpeg_quality: int = 90) -> FrameSet:
+    if encoding not in ENCODINGS:
+        raise FrameSourceError(f"encoding {encoding!r} is not supported; use one of: {', '.join(ENCODINGS)}")
+    if not frames:
+        raise FrameSourceError("no frames to send")
+    from npudure.vision.frames import encode_jpeg
+
+    requests, sizes = [], []
+    for i, frame in enumerate(frames):
+        if frame.shape != FRAME_SHAPE or frame.dtype != np.uint8:
+            raise FrameSourceError(f"frame {i} is {frame.shape} {frame.dtype}; expected {FRAME_SHAPE} uint8")
+        payload = frame.tobytes() if encoding == "raw" else encode_jpeg(frame, jpeg_quality)
+        msg = pb.InferRequest(request_id=f"bench-frame-{i}", encoding=ENCODINGS[encoding], frame=payload)
+        requests.append(msg.SerializeToString())
+        sizes.append(len(payload))
+    return FrameSet(tuple(requests), tuple(sizes), encoding, source)
+
+
+def make_frame_set(
+    encoding: str = "raw", count: int | None = 16, seed: int = 0, images: str | Path | None = None
+) -> FrameSet:
+    """``count`` distinct frames from ``seed`` (or the first ``count`` images in ``images``, all when None),
+    serialized once."""
+    if images:
+        frames = image_frames(images, count)
+        return build_frame_set(frames, encoding, f"images {Path(images)} ({len(frames)} files)")
+    count = count or 16
+    frames = synthetic_frames(count, seed)
+    return build_frame_set(frames, encoding, f"synthetic frames, seed {seed} ({count} frames)")

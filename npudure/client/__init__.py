@@ -1,0 +1,1 @@
+"""Clients: `npudure status`, `npudure infer`, and the proxyless entry point (`npudure.connect`)."""

@@ -1,0 +1,119 @@
+"""``npudure infer``: send frames (synthetic or your images) to a scheduler or an agent."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import grpc
+import numpy as np
+
+from npudure.client.proxyless import RouteError, channel_options, fetch_route
+from npudure.proto import inference_pb2 as pb
+from npudure.proto import inference_pb2_grpc as rpc
+from npudure.security import access as security
+from npudure.vision import frames
+
+
+class ImageError(Exception):
+    """An --image file that cannot be read as an image."""
+
+
+def load_image(path: Path) -> np.ndarray:
+    """An image file as a 640x640 RGB frame (resized; letterboxing is the caller's business)."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as image:
+            return np.asarray(image.convert("RGB").resize((frames.INPUT_SIZE, frames.INPUT_SIZE)))
+    except FileNotFoundError:
+        raise ImageError(f"--image {path}: no such file") from None
+    except UnidentifiedImageError:
+        raise ImageError(f"--image {path}: not an image Pillow can read (JPEG, PNG, BMP, WebP...)") from None
+    except (OSError, Image.DecompressionBombError) as exc:
+        raise ImageError(f"--image {path}: cannot read it: {exc}") from None
+
+
+def seeded_frame(seed: int) -> np.ndarray:
+    return frames.synthetic_frame(seed)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--target", default="127.0.0.1:50050", help="scheduler or agent host:port")
+    parser.add_argument("--image", type=Path, action="append", help="image file(s); default: seeded frames")
+    parser.add_argument("--count", type=int, default=1, help="requests to send (default 1)")
+    parser.add_argument("--encoding", choices=("raw", "jpeg"), default="raw")
+    parser.add_argument("--timeout", type=float, default=10.0, help="per-request deadline, s (default 10)")
+    parser.add_argument("--json", action="store_true", help="one JSON line per response")
+    parser.add_argument(
+        "--proxyless",
+        action="store_true",
+        help="ask the scheduler at --target for the route and send the frames straight to the boards "
+        "(gRPC balances them; docs/proxyless.md)",
+    )
+
+
+def _open(args: argparse.Namespace) -> grpc.Channel:
+    if not args.proxyless:
+        return security.channel(args.target, options=[("grpc.max_send_message_length", 16 << 20)])
+    route = fetch_route(args.target, timeout_s=args.timeout)
+    if not args.json:
+        print(f"proxyless: {route.target} ({', '.join(name for name, _ in route.boards)})")
+    return security.channel(route.target, channel_options(route))
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        images = [load_image(p) for p in args.image] if args.image else [seeded_frame(i) for i in range(4)]
+    except ImageError as exc:
+        print(f"npudure infer: {exc}", file=sys.stderr)
+        return 2
+    encoding = pb.ENCODING_JPEG if args.encoding == "jpeg" else pb.ENCODING_RAW_RGB
+    payloads = [frames.encode_jpeg(i) if args.encoding == "jpeg" else i.tobytes() for i in images]
+    nodes: Counter[str] = Counter()
+    failures = 0
+    try:
+        opened = _open(args)
+    except (RouteError, security.SecurityError) as exc:
+        print(f"npudure infer: {exc}", file=sys.stderr)
+        return 1
+    with opened as channel:
+        stub = rpc.InferenceStub(channel)
+        for n in range(args.count):
+            request = pb.InferRequest(
+                request_id=f"cli-{n}", encoding=encoding, frame=payloads[n % len(payloads)]
+            )
+            start = time.perf_counter()
+            try:
+                reply = stub.Infer(request, timeout=args.timeout)
+            except grpc.RpcError as exc:
+                failures += 1
+                print(
+                    f"{request.request_id}: {exc.code().name}: {exc.details()}{security.tls_hint(exc)}",
+                    file=sys.stderr,
+                )
+                continue
+            ms = (time.perf_counter() - start) * 1e3
+            nodes[reply.node] += 1
+            if args.json:
+                from google.protobuf.json_format import MessageToDict
+
+                print(json.dumps({**MessageToDict(reply, preserving_proto_field_name=True), "client_ms": ms}))
+            else:
+                emulated = " EMULATED" if reply.emulated else ""
+                print(
+                    f"{reply.request_id}: node {reply.node} ({reply.backend}{emulated}) {ms:.1f} ms, "
+                    f"{len(reply.detections)} detections"
+                )
+                for d in reply.detections[:5]:
+                    print(
+                        f"   class {d.class_id} score {d.score:.2f} "
+                        f"box {d.x1:.0f},{d.y1:.0f},{d.x2:.0f},{d.y2:.0f}"
+                    )
+    if not args.json:
+        print(f"served by: {dict(nodes)}; failures: {failures}")
+    return 1 if failures else 0

@@ -1,0 +1,115 @@
+"""``npudure status``: what a scheduler (cluster) or an agent (node) reports, as a table or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import grpc
+from google.protobuf.json_format import MessageToDict
+
+from npudure.proto import inference_pb2 as pb
+from npudure.proto import inference_pb2_grpc as rpc
+from npudure.security import access as security
+
+
+def fetch_status(target: str, timeout_s: float = 5.0) -> pb.ClusterStatus | pb.NodeStatus:
+    """ClusterStatus when ``target`` is a scheduler, NodeStatus when it is an agent."""
+    with security.channel(target) as channel:
+        try:
+            return rpc.ClusterStub(channel).GetClusterStatus(pb.ClusterStatusRequest(), timeout=timeout_s)
+        except grpc.RpcError as exc:
+            if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
+                raise
+        return rpc.NodeStub(channel).GetStatus(pb.NodeStatusRequest(), timeout=timeout_s)
+
+
+def _reading(r: pb.Reading) -> str:
+    return f"{r.name}={r.value:.1f}{r.unit}" if r.HasField("value") else f"{r.name}=absent"
+
+
+def _print_node(status: pb.NodeStatus) -> None:
+    emulated = " (EMULATED NPU)" if status.emulated else ""
+    print(f"node {status.node}: backend {status.backend}{emulated}, {status.npu_cores} context(s)")
+    print(
+        f"  agent {status.agent_version}  runtime {status.runtime_version}  "
+        f"model sha256 {status.model_sha256 or '-'}"
+    )
+    print(
+        f"  in flight {status.in_flight}  queued {status.queue_depth}  served {status.served_total}  "
+        f"errors {status.errors_total}  hung workers {status.hung_workers}  "
+        f"cpu cap {status.cpu_cap_mhz or 'none'}"
+    )
+    note = f" ({status.cpu_cap_note})" if status.cpu_cap_note else ""
+    print(f"  soc {status.soc or '-'}  context recoveries {status.context_recoveries}{note}")
+    reasons = ", ".join(status.not_serving_reasons)
+    print(f"  proxyless clients: {'NOT serving (' + reasons + ')' if reasons else 'serving'}")
+    if status.emulation_model_s_total > 0:
+        lag = status.emulation_actual_s_total / status.emulation_model_s_total - 1
+        print(
+            f"  emulation: modelled {status.emulation_model_s_total:.1f} s, achieved "
+            f"{status.emulation_actual_s_total:.1f} s of NPU service since start (lag {lag:+.1%})"
+        )
+    t = status.telemetry
+    print(f"  thermal: {' '.join(map(_reading, t.thermal_c)) or 'no sensors'}")
+    print(f"  cpu MHz: {' '.join(map(_reading, t.cpu_freq_mhz)) or 'no cpufreq'}")
+    print(f"  npu: {' '.join(map(_reading, t.npu)) or 'not readable'}")
+
+
+def _print_cluster(status: pb.ClusterStatus) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(
+        title=f"policy {status.policy} · queue {status.queue_depth}/{status.queue_limit} · "
+        f"{status.connections_per_board} conn/board · lease {status.lease_holder or 'free'}"
+    )
+    for col in ("board", "address", "state", "in flight", "ewma ms", "served", "failures", "backend"):
+        table.add_column(col)
+    for b in status.boards:
+        backend = (
+            b.last_status.backend + (" (emulated)" if b.last_status.emulated else "")
+            if b.HasField("last_status")
+            else "?"
+        )
+        table.add_row(
+            b.name,
+            b.address,
+            pb.BoardState.Name(b.state)[12:],
+            f"{b.in_flight}/{b.max_in_flight}",
+            f"{b.ewma_service_ms:.1f}",
+            str(b.served_total),
+            str(b.failures_total),
+            backend,
+        )
+    Console(width=max(120, Console().width)).print(table)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--target", default="127.0.0.1:50050", help="scheduler or agent host:port")
+    parser.add_argument("--json", action="store_true", help="print JSON (for scripts and Ansible)")
+    parser.add_argument("--timeout", type=float, default=5.0, help="deadline, s (default 5)")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        status = fetch_status(args.target, args.timeout)
+    except grpc.RpcError as exc:
+        print(
+            f"npudure status: {args.target}: {exc.code().name}: {exc.details()} "
+            f"(is the agent/scheduler running and the address right?){security.tls_hint(exc)}",
+            file=sys.stderr,
+        )
+        return 1
+    if args.json:
+        kind = "cluster" if isinstance(status, pb.ClusterStatus) else "node"
+        body = MessageToDict(
+            status, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+        )
+        print(json.dumps({"kind": kind, **body}, indent=2))
+    elif isinstance(status, pb.ClusterStatus):
+        _print_cluster(status)
+    else:
+        _print_node(status)
+    return 0

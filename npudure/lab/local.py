@@ -1,0 +1,339 @@
+"""``npudure local``: a scheduler and N agents as processes on loopback — the no-root quick path.
+
+Also the Python API the tests, benchmarks and the harness use (``LocalCluster``): real processes,
+real gRPC over real sockets, so a killed agent is a killed process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+import yaml
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from npudure.config import BACKENDS
+from npudure.scheduler.policies import POLICIES
+from npudure.security import access as security
+from npudure.service.runtime import MALLOC_TUNING
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_serving(address: str, timeout_s: float, process: subprocess.Popen | None = None) -> None:
+    """Wait until the gRPC health service at ``address`` says SERVING (bounded)."""
+    deadline = time.monotonic() + timeout_s
+    with security.channel(address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while time.monotonic() < deadline:
+            if process is not None and process.poll() is not None:
+                raise RuntimeError(f"process for {address} exited with code {process.returncode}")
+            with contextlib.suppress(grpc.RpcError):
+                reply = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=1)
+                if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            time.sleep(0.1)
+    raise TimeoutError(f"{address} did not report SERVING within {timeout_s:.0f}s")
+
+
+@dataclass
+class Proc:
+    name: str
+    address: str
+    config_path: Path
+    log_path: Path
+    process: subprocess.Popen | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+
+@dataclass
+class LocalCluster:
+    boards: int = 3
+    backend: str = "sim"
+    time_scale: float = 1.0
+    policy: str = "least_inflight"
+    connections_per_board: int = 2
+    board_max_inflight: int = 8
+    npu_cores: int = 2
+    model: str | None = None
+    agent_overrides: dict[str, Any] = field(default_factory=dict)
+    scheduler_overrides: dict[str, Any] = field(default_factory=dict)
+    per_board_overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
+    workdir: Path | None = None
+    start_timeout_s: float = 60.0
+    log_level: str = "WARNING"
+    # Admin token the servers require; None: a new one in the workdir. While the cluster runs, this
+    # process's own clients use it (NPUDURE_ADMIN_TOKEN_FILE is set unless it already was).
+    admin_token_file: Path | None = None
+    agents: dict[str, Proc] = field(default_factory=dict, init=False)
+    scheduler: Proc | None = field(default=None, init=False)
+    _tmp: tempfile.TemporaryDirectory | None = field(default=None, init=False)
+    _set_env: bool = field(default=False, init=False)
+
+    @property
+    def address(self) -> str:
+        assert self.scheduler is not None, "cluster not started"
+        return self.scheduler.address
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> LocalCluster:
+        if self.workdir is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="npudure-local-")
+            self.workdir = Path(self._tmp.name)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        admin: dict[str, Any] = {}
+        overrides = {**self.agent_overrides, **self.scheduler_overrides}
+        if not {"tls", "admin"} & overrides.keys():  # else the caller chose the credentials (e.g. mTLS)
+            if self.admin_token_file is None:
+                env = os.environ.get(security.ENV_TOKEN)
+                self.admin_token_file = (
+                    Path(env) if env else security.write_token(self.workdir / "admin-token")
+                )
+            if not os.environ.get(security.ENV_TOKEN):
+                os.environ[security.ENV_TOKEN] = str(self.admin_token_file)
+                self._set_env = True
+            admin = {"admin": {"token_file": str(self.admin_token_file)}}
+        try:
+            for i in range(1, self.boards + 1):
+                name = f"board{i}"
+                config = {
+                    "node_name": name,
+                    "listen": f"127.0.0.1:{free_port()}",
+                    "metrics_port": 0,
+                    "backend": self.backend,
+                    "npu_cores": self.npu_cores,
+                    "sim": {"time_scale": self.time_scale, "seed": i},
+                    **({"model": self.model} if self.model else {}),
+                    **admin,
+                    **self.agent_overrides,
+                    **self.per_board_overrides.get(name, {}),
+                }
+                self.agents[name] = self._write(name, "agent", config)
+            for proc in self.agents.values():
+                self._spawn(proc, "agent")
+            for proc in self.agents.values():
+                self._wait(proc)
+            sched = {
+                "listen": f"127.0.0.1:{free_port()}",
+                "metrics_port": 0,
+                "policy": self.policy,
+                "connections_per_board": self.connections_per_board,
+                "board_max_inflight": self.board_max_inflight,
+                "boards": [{"name": p.name, "address": p.address} for p in self.agents.values()],
+                **admin,
+                **self.scheduler_overrides,
+            }
+            self.scheduler = self._write("scheduler", "scheduler", sched)
+            self._spawn(self.scheduler, "scheduler")
+            self._wait(self.scheduler)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait(self, proc: Proc) -> None:
+        """Wait until ``proc`` serves; if it exited, say why in its own words (its last log line)."""
+        try:
+            wait_serving(proc.address, self.start_timeout_s, proc.process)
+        except RuntimeError as exc:
+            lines = self.logs(proc.name).strip().splitlines()
+            reason = lines[-1] if lines else "no output"
+            raise RuntimeError(f"{proc.name} did not start: {reason} ({exc})") from None
+
+    def _write(self, name: str, kind: str, config: dict[str, Any]) -> Proc:
+        assert self.workdir is not None
+        path = self.workdir / f"{name}.yml"
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        return Proc(name, config["listen"], path, self.workdir / f"{name}.log")
+
+    def _spawn(self, proc: Proc, kind: str) -> None:
+        env = {**os.environ, **MALLOC_TUNING}
+        with proc.log_path.open("ab") as log:
+            proc.process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "npudure",
+                    kind,
+                    "--config",
+                    str(proc.config_path),
+                    "--log-level",
+                    self.log_level,
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,  # Ctrl-C in a terminal reaches us, and we stop them in order
+            )
+
+    def stop(self) -> None:
+        procs = [p for p in [self.scheduler, *self.agents.values()] if p and p.process]
+        for proc in procs:
+            _terminate(proc.process)
+        if self._set_env:
+            os.environ.pop(security.ENV_TOKEN, None)
+            self._set_env = False
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def __enter__(self) -> LocalCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ fault injection
+    def kill_agent(self, name: str) -> None:
+        """SIGKILL: the board dies without a word."""
+        proc = self.agents[name]
+        if proc.process and proc.process.poll() is None:
+            proc.process.kill()
+            proc.process.wait(timeout=10)
+
+    def restart_agent(self, name: str) -> None:
+        """Start a stopped/killed agent again on the same address (a new emulated boot id)."""
+        proc = self.agents[name]
+        if proc.process and proc.process.poll() is None:
+            _terminate(proc.process)
+        self._spawn(proc, "agent")
+        wait_serving(proc.address, self.start_timeout_s, proc.process)
+
+    def restart_scheduler(self) -> None:
+        """Start the scheduler again on the same address (after a crash or a kill)."""
+        proc = self.scheduler
+        assert proc is not None, "cluster not started"
+        if proc.process and proc.process.poll() is None:
+            _terminate(proc.process)
+        self._spawn(proc, "scheduler")
+        wait_serving(proc.address, self.start_timeout_s, proc.process)
+
+    def logs(self, name: str) -> str:
+        proc = self.scheduler if name == "scheduler" else self.agents[name]
+        assert proc is not None
+        return proc.log_path.read_text(errors="replace") if proc.log_path.exists() else ""
+
+
+def _terminate(process: subprocess.Popen, timeout_s: float = 10.0) -> None:
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=timeout_s)
+
+
+# ---------------------------------------------------------------------- CLI
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--boards", type=int, default=3, help="number of agents (default 3)")
+    parser.add_argument(
+        "--backend", choices=BACKENDS, default="sim", help="sim: emulated NPU; onnx: CPU (default sim)"
+    )
+    parser.add_argument(
+        "--model", help="model file for the onnx/rknn backend (default: build/cached YOLOv8n)"
+    )
+    parser.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        help="sim: service-time multiplier, 10 = ten times slower boards (default 1)",
+    )
+    parser.add_argument(
+        "--policy", default="least_inflight", choices=POLICIES, help="scheduler policy (default %(default)s)"
+    )
+    parser.add_argument(
+        "--connections-per-board", type=int, default=2, help="scheduler gRPC channels per board (default 2)"
+    )
+    parser.add_argument("--port", type=int, default=50050, help="scheduler port on 127.0.0.1 (0 = any free)")
+    parser.add_argument("--workdir", type=Path, help="keep configs and logs here (default: a temp dir)")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.boards < 1:
+        print("npudure local: --boards must be at least 1", file=sys.stderr)
+        return 2
+    if args.workdir is not None:
+        try:
+            args.workdir.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryFile(dir=args.workdir):
+                pass
+        except OSError as exc:
+            print(f"npudure local: cannot use --workdir {args.workdir}: {exc.strerror}", file=sys.stderr)
+            return 1
+    model = args.model
+    if args.backend == "onnx" and not model:
+        from npudure.model import ensure_model  # built once, then cached
+
+        model = str(ensure_model().path)
+    cluster = LocalCluster(
+        boards=args.boards,
+        backend=args.backend,
+        time_scale=args.time_scale,
+        policy=args.policy,
+        connections_per_board=args.connections_per_board,
+        model=model,
+        workdir=args.workdir,
+        log_level="INFO",
+        # Where `npudure status/bench` in another shell look by default.
+        admin_token_file=Path(
+            security.client_token_file() or security.ensure_token(security.default_token_file())
+        ),
+        scheduler_overrides={"listen": f"127.0.0.1:{args.port or free_port()}"},
+    )
+    stop = False
+
+    def _stop(*_: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    try:
+        cluster.start()
+    except (RuntimeError, TimeoutError) as exc:
+        print(f"npudure local: could not start the cluster: {exc}", file=sys.stderr)
+        return 1
+    emulated = " (EMULATED NPU: sim backend)" if args.backend == "sim" else ""
+    print(
+        f"scheduler {cluster.address}  boards {args.boards}  backend {args.backend}{emulated}  "
+        f"policy {args.policy}"
+    )
+    for proc in cluster.agents.values():
+        print(f"  {proc.name} {proc.address} pid {proc.pid}")
+    print(f"admin token {cluster.admin_token_file} (npudure status/bench find it there)")
+    print(f"logs and configs in {cluster.workdir}; Ctrl-C stops everything", flush=True)
+    try:
+        while not stop:
+            time.sleep(0.2)
+            dead = [
+                p.name
+                for p in [cluster.scheduler, *cluster.agents.values()]
+                if p and p.process.poll() is not None
+            ]
+            if dead:
+                print(f"npudure local: {', '.join(dead)} exited; stopping", file=sys.stderr)
+                return 1
+    finally:
+        cluster.stop()
+        print("stopped")
+    return 0

@@ -1,0 +1,172 @@
+"""``npudure pki init-ca|csr|sign|check``: a small CA for the optional mutual TLS.
+
+The CA key stays on the controller; every host makes its own key and CSR (``csr``), the controller
+signs it (``sign``) and returns only the certificate. ``check`` decides whether a certificate must be
+(re-)issued. Exit codes: 0 = fine (including "unchanged"), 1 = a check failed or a file is wrong,
+2 = bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from npudure.security import pki
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="pki_command", metavar="ACTION", required=True)
+
+    init = sub.add_parser(
+        "init-ca",
+        help="create the CA (ca.key 0600 + self-signed ca.crt); keeps a valid existing one",
+        description="Create DIR/ca.key (EC P-256, mode 0600) and a self-signed DIR/ca.crt. An existing "
+        "valid CA is kept and reported unchanged; --force replaces it (every issued certificate must then "
+        "be re-issued).",
+    )
+    init.add_argument("--dir", type=Path, required=True, help="the CA directory (created 0700 if missing)")
+    init.add_argument("--cn", default=pki.DEFAULT_CA_CN, help="the CA's common name (default: %(default)s)")
+    init.add_argument("--days", type=int, default=pki.DEFAULT_CA_DAYS, help="validity (default: %(default)s)")
+    init.add_argument("--force", action="store_true", help="replace an existing CA")
+
+    csr = sub.add_parser(
+        "csr",
+        help="on a host: create its private key if missing and write a certificate request",
+        description="Create the private key (EC P-256, mode 0600) unless it exists, and write a CSR with "
+        "the CN and SANs. An existing key is reused, so rotating a certificate keeps the key unless "
+        "--new-key is given.",
+    )
+    csr.add_argument("--key", type=Path, required=True, help="the private key (created if missing)")
+    csr.add_argument("--csr", type=Path, required=True, help="where to write the request")
+    csr.add_argument("--cn", required=True, help="common name: the identity (e.g. node name, npudure-admin)")
+    csr.add_argument(
+        "--san",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="IP_OR_DNS",
+        help="subject alternative names: IP addresses and/or DNS names clients dial (repeatable)",
+    )
+    csr.add_argument("--owner", help="give a new or existing key to this user (e.g. npudure)")
+    csr.add_argument("--group", help="give a new or existing key to this group")
+    csr.add_argument("--new-key", action="store_true", help="replace the key instead of reusing it")
+
+    sign = sub.add_parser(
+        "sign",
+        help="on the controller: issue a certificate for a CSR, signed by the CA",
+        description="Issue a leaf certificate (CA:FALSE) with the CSR's CN, SANs and public key. Nothing "
+        "else in the CSR is honoured.",
+    )
+    sign.add_argument("--ca-dir", type=Path, required=True, help="the CA directory (ca.key, ca.crt)")
+    sign.add_argument("--csr", type=Path, required=True, help="the host's certificate request")
+    sign.add_argument("--out", type=Path, required=True, help="where to write the certificate")
+    sign.add_argument(
+        "--days", type=int, default=pki.DEFAULT_LEAF_DAYS, help="validity (default: %(default)s)"
+    )
+    usage = sign.add_mutually_exclusive_group()
+    usage.add_argument(
+        "--client-only",
+        dest="usage",
+        action="store_const",
+        const="client-only",
+        help="extendedKeyUsage clientAuth only (admin and tool certificates)",
+    )
+    usage.add_argument(
+        "--server-and-client",
+        dest="usage",
+        action="store_const",
+        const="server-and-client",
+        help="serverAuth + clientAuth (the default: agents serve and the scheduler both serves and dials)",
+    )
+    sign.set_defaults(usage="server-and-client")
+
+    check = sub.add_parser(
+        "check",
+        help="is this certificate fine? exit 0 yes, 1 no (with every reason)",
+        description="Check that the certificate is valid now, signed by the CA, matches the key, carries "
+        "the CN and SANs asked for, and has at least --min-days whole days left. Exit 1 lists every reason.",
+    )
+    check.add_argument("--cert", type=Path, required=True, help="the certificate to check")
+    check.add_argument("--ca", type=Path, help="the CA certificate it must be signed by")
+    check.add_argument("--key", type=Path, help="the private key it must match")
+    check.add_argument(
+        "--min-days",
+        type=int,
+        default=pki.DEFAULT_MIN_DAYS,
+        help="days left below which to rotate (default: 30)",
+    )
+    check.add_argument("--cn", help="the CN it must have")
+    check.add_argument(
+        "--san", action="extend", nargs="+", default=[], metavar="IP_OR_DNS", help="SANs it must have"
+    )
+    check.add_argument("--json", action="store_true", help="print a machine-readable JSON object")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        return _ACTIONS[args.pki_command](args)
+    except pki.PkiError as exc:
+        print(f"npudure pki {args.pki_command}: {exc}", file=sys.stderr)
+        return 1
+
+
+def _init_ca(args: argparse.Namespace) -> int:
+    ca = pki.make_ca(args.dir, cn=args.cn, days=args.days, force=args.force)
+    if not ca.changed:
+        print(f"unchanged: {ca.cert} is a valid CA")
+        if ca.note:
+            print(f"note: {ca.note}")
+        return 0
+    cert = pki.load_certificate(ca.cert)
+    print(f"created {ca.key} (0600) and {ca.cert}, valid until {cert.not_valid_after_utc:%Y-%m-%d}")
+    print(f"keep {ca.key} on this machine only; copy {ca.cert} to every host")
+    return 0
+
+
+def _csr(args: argparse.Namespace) -> int:
+    made = pki.make_csr(args.key, args.csr, args.cn, args.san, args.owner, args.group, args.new_key)
+    key_state = "created" if made.key_created else "reused"
+    print(
+        f"key {made.key} {key_state}; wrote {made.csr} (CN={args.cn}, SANs: {', '.join(args.san) or 'none'})"
+    )
+    return 0
+
+
+def _sign(args: argparse.Namespace) -> int:
+    signed = pki.sign(args.ca_dir, args.csr, args.out, days=args.days, usage=args.usage)
+    print(
+        f"wrote {signed.cert} (CN={signed.cn}, SANs: {', '.join(signed.sans) or 'none'}, {args.usage}), "
+        f"valid until {signed.not_after:%Y-%m-%d}"
+    )
+    if signed.capped:
+        print("note: shortened to end with the CA certificate; renew the CA before then", file=sys.stderr)
+    if args.usage == "server-and-client" and not signed.sans:
+        print(
+            "warning: no SANs: clients verifying this server by address will reject it; for a server, "
+            "make the CSR with --san <its IP or name>",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    result = pki.check_certificate(
+        args.cert, ca=args.ca, key=args.key, min_days=args.min_days, cn=args.cn, sans=args.san
+    )
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    elif result.ok:
+        print(
+            f"ok: {args.cert} (CN={result.cn}, SANs: {', '.join(result.sans) or 'none'}), "
+            f"{result.days_left} days left"
+        )
+    else:
+        print(f"{args.cert} needs attention:")
+        for reason in result.reasons:
+            print(f"  - {reason}")
+    return 0 if result.ok else 1
+
+
+_ACTIONS = {"init-ca": _init_ca, "csr": _csr, "sign": _sign, "check": _check}

@@ -1,0 +1,330 @@
+"""The appliance without boards: playbook syntax, ansible-lint, role argument specs against defaults,
+config templates against the agent's and scheduler's own config loader, and the wheelhouse script.
+
+Needs ansible-core and ansible-lint from the dev extras (in .venv); no root, no network.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from npudure import config
+
+ROOT = Path(__file__).resolve().parents[2]
+ROLES = sorted(p for p in (ROOT / "roles").iterdir() if (p / "defaults" / "main.yml").is_file())
+PLAYBOOKS = sorted((ROOT / "playbooks").glob("*.yml")) + sorted(
+    p for p in (ROOT / "molecule" / "default").glob("*.yml") if p.name != "molecule.yml"
+)
+BIN = Path(sys.executable).parent
+EXAMPLE_INVENTORY = ROOT / "inventory" / "example" / "hosts.yml"
+
+pytestmark = pytest.mark.skipif(
+    not (BIN / "ansible-playbook").exists(), reason="ansible-core is not installed (pip install -e '.[dev]')"
+)
+
+
+def _env() -> dict[str, str]:
+    return {
+        **os.environ,
+        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_LOCAL_TEMP": "/tmp/npudure-ansible-local",
+    }
+
+
+def _yaml(path: Path) -> dict:
+    return yaml.safe_load(path.read_text()) or {}
+
+
+# ---------------------------------------------------------------- playbooks
+
+
+@pytest.mark.parametrize("playbook", PLAYBOOKS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_playbook_syntax(playbook: Path) -> None:
+    done = subprocess.run(
+        [BIN / "ansible-playbook", "-i", EXAMPLE_INVENTORY, "--syntax-check", playbook],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.skipif(not (BIN / "ansible-lint").exists(), reason="ansible-lint is not installed")
+def test_ansible_lint_production_profile() -> None:
+    done = subprocess.run(
+        [BIN / "ansible-lint", "--nocolor", "roles/", "playbooks/"],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    assert "Profile 'production' was required, and it passed" in output, output
+
+
+# ---------------------------------------------------------------- roles
+
+
+@pytest.mark.parametrize("role", ROLES, ids=lambda p: p.name)
+def test_defaults_match_argument_specs(role: Path) -> None:
+    defaults = _yaml(role / "defaults" / "main.yml")
+    options = _yaml(role / "meta" / "argument_specs.yml")["argument_specs"]["main"]["options"]
+    assert set(defaults) == set(options), (
+        f"{role.name}: only in defaults {sorted(set(defaults) - set(options))}, "
+        f"only in argument_specs {sorted(set(options) - set(defaults))}"
+    )
+    for name, spec in options.items():
+        assert name.startswith(role.name + "_"), f"{name} is not prefixed with the role name"
+        assert spec.get("description"), f"{role.name}: {name} has no description"
+        assert "type" in spec, f"{role.name}: {name} has no type"
+        assert spec.get("default") == defaults[name], f"{role.name}: {name} default differs from defaults"
+        value = defaults[name]
+        if "choices" in spec and not (isinstance(value, str) and "{{" in value):
+            values = value if isinstance(value, list) else [value]
+            assert set(values) <= set(spec["choices"]), f"{role.name}: {name} default not in its choices"
+
+
+@pytest.mark.parametrize("role", ROLES, ids=lambda p: p.name)
+def test_role_layout(role: Path) -> None:
+    for part in ("tasks/main.yml", "meta/main.yml", "meta/argument_specs.yml", "vars/main.yml"):
+        assert (role / part).is_file(), f"{role.name} lacks {part}"
+    for template in (role / "templates").glob("*.j2") if (role / "templates").is_dir() else []:
+        lines = template.read_text().splitlines()
+        first = lines[1] if lines[0].startswith("#!") else lines[0]  # a script keeps its shebang first
+        assert first == "{{ ansible_managed | comment }}", f"{template}: first line must be ansible_managed"
+    # Registered temporaries are __<role>_*, computed values _<role>_*.
+    for tasks in (role / "tasks").glob("*.yml"):
+        for line in tasks.read_text().splitlines():
+            if line.strip().startswith("register:"):
+                name = line.split(":", 1)[1].strip()
+                assert name.startswith(f"__{role.name}_"), f"{tasks}: register {name} is not __{role.name}_*"
+    for name in _yaml(role / "vars" / "main.yml"):
+        assert name.startswith(f"_{role.name}_"), f"{role.name}/vars/main.yml: {name} is not _{role.name}_*"
+
+
+@pytest.mark.parametrize("role", ROLES, ids=lambda p: p.name)
+def test_every_variable_is_documented(role: Path) -> None:
+    doc = (ROOT / "docs" / "appliance.md").read_text()
+    missing = [name for name in _yaml(role / "defaults" / "main.yml") if f"`{name}`" not in doc]
+    assert not missing, f"docs/appliance.md does not list {missing}"
+
+
+def test_example_inventory_has_three_boards_and_a_scheduler() -> None:
+    inventory = _yaml(EXAMPLE_INVENTORY)["all"]["children"]
+    assert len(inventory["boards"]["hosts"]) == 3 and len(inventory["scheduler"]["hosts"]) == 1
+    group_vars = EXAMPLE_INVENTORY.parent / "group_vars"
+    for path in group_vars.glob("*.yml"):
+        lines = path.read_text().splitlines()
+        for i, line in enumerate(lines):
+            if line and not line.startswith((" ", "#", "-")):
+                name = line.split(":")[0]
+                assert lines[i - 1].startswith("#"), f"{path.name}: {name} has no comment above it"
+
+
+def test_unit_templates_come_from_systemd_folder() -> None:
+    """systemd/ holds the canonical unit templates; the roles link to them rather than copy them."""
+    links = {
+        "npudure_agent/templates/npudure-agent.service.j2": "npudure-agent.service.j2",
+        "npudure_agent/templates/10-affinity.conf.j2": "npudure-agent.service.d/10-affinity.conf.j2",
+        "npudure_scheduler/templates/npudure-scheduler.service.j2": "npudure-scheduler.service.j2",
+        "npudure_irq_affinity/templates/npudure-irq-affinity.service.j2": "npudure-irq-affinity.service.j2",
+    }
+    for link, target in links.items():
+        path = ROOT / "roles" / link
+        assert path.is_symlink(), f"{link} should be a link into systemd/"
+        assert path.resolve() == (ROOT / "systemd" / target).resolve()
+        readme = (ROOT / "systemd" / "README.md").read_text()
+        assert target in readme, f"systemd/README.md does not document {target}"
+
+
+def _options(role: str) -> dict:
+    return _yaml(ROOT / "roles" / role / "meta" / "argument_specs.yml")["argument_specs"]["main"]["options"]
+
+
+def test_choices_match_the_config_loader() -> None:
+    """The roles' backend and policy lists are the ones the Python config loader accepts."""
+    agent_vars = _yaml(ROOT / "roles/npudure_agent/vars/main.yml")
+    scheduler_vars = _yaml(ROOT / "roles/npudure_scheduler/vars/main.yml")
+    assert tuple(_options("npudure_agent")["npudure_agent_backend"]["choices"]) == config.BACKENDS
+    assert tuple(agent_vars["_npudure_agent_backends"]) == config.BACKENDS
+    assert tuple(_options("npudure_scheduler")["npudure_scheduler_policy"]["choices"]) == config.POLICIES
+    assert tuple(scheduler_vars["_npudure_scheduler_policies"]) == config.POLICIES
+
+
+# ---------------------------------------------------------------- templates rendered by Ansible
+
+
+def _render(tmp_path: Path, role: str, group: str, templates: list[str], extra: dict) -> Path:
+    out = tmp_path / "out"
+    out.mkdir()
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(
+        yaml.safe_dump(
+            {
+                "all": {
+                    "vars": {"ansible_connection": "local"},
+                    "children": {
+                        "boards": {"hosts": {"board1": {"ansible_host": "10.0.0.11"}, "board2": {}}},
+                        "scheduler": {"hosts": {"sched": {}}},
+                    },
+                }
+            }
+        )
+    )
+    playbook = tmp_path / "render.yml"
+    templates_dir = ROOT / "roles" / role / "templates"
+    play = {
+        "hosts": group,
+        "gather_facts": False,
+        "vars_files": [str(ROOT / "roles" / role / part / "main.yml") for part in ("defaults", "vars")],
+        "tasks": [
+            {
+                "ansible.builtin.template": {
+                    "src": f"{templates_dir}/{{{{ item }}}}",
+                    "dest": f"{out}/{{{{ inventory_hostname }}}}-{{{{ item | splitext | first }}}}",
+                    "mode": "0644",
+                },
+                "delegate_to": "localhost",
+                "loop": templates,
+            }
+        ],
+    }
+    playbook.write_text(yaml.safe_dump([play]))
+    env = {**_env(), "ANSIBLE_ROLES_PATH": str(ROOT / "roles")}
+    done = subprocess.run(
+        # Extra vars outrank the role files loaded as vars_files (as inventory values outrank defaults).
+        [BIN / "ansible-playbook", "-i", inventory, "-e", json.dumps(extra), playbook],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return out
+
+
+def test_agent_templates_render_a_config_the_agent_accepts(tmp_path: Path) -> None:
+    out = _render(
+        tmp_path,
+        "npudure_agent",
+        "boards",
+        ["agent.yml.j2", "npudure-agent.service.j2"],
+        {"npudure_backend": "rknn", "npudure_agent_sim_cpu_cap_mhz": 1200},
+    )
+    agent = config.parse(config.AgentConfig, yaml.safe_load((out / "board1-agent.yml").read_text()), "board1")
+    assert agent.node_name == "board1" and agent.backend == "rknn" and agent.listen == "0.0.0.0:50051"
+    assert agent.sim.cpu_cap_mhz == 1200
+    other = config.parse(config.AgentConfig, yaml.safe_load((out / "board2-agent.yml").read_text()), "board2")
+    assert agent.sim.seed != other.sim.seed, "boards should not share a jitter seed"
+    unit = (out / "board1-npudure-agent.service").read_text()
+    for line in (
+        "Restart=on-failure",
+        "NoNewPrivileges=yes",
+        "ProtectSystem=strict",
+        "ProtectHome=yes",
+        "PrivateTmp=yes",
+        "DevicePolicy=closed",
+        "DeviceAllow=/dev/rknpu rw",
+        "DeviceAllow=char-drm rw",
+        "ExecStart=/opt/npudure/venv/bin/npudure agent --config /etc/npudure/agent.yml",
+    ):
+        assert line in unit.splitlines(), f"{line!r} missing from the agent unit"
+    assert unit.startswith("#")
+
+
+def test_scheduler_templates_render_the_boards_of_the_inventory(tmp_path: Path) -> None:
+    out = _render(
+        tmp_path,
+        "npudure_scheduler",
+        "scheduler",
+        ["scheduler.yml.j2", "npudure-scheduler.service.j2"],
+        {"npudure_scheduler_policy": "p2c", "npudure_scheduler_thermal_limit_c": 0},
+    )
+    rendered = yaml.safe_load((out / "sched-scheduler.yml").read_text())
+    sched = config.parse(config.SchedulerConfig, rendered, "sched-scheduler.yml")
+    boards = [(b.name, b.address) for b in sched.boards]
+    assert boards == [("board1", "10.0.0.11:50051"), ("board2", "board2:50051")]
+    assert sched.policy == "p2c" and sched.thermal_limit_c is None
+    unit = (out / "sched-npudure-scheduler.service").read_text().splitlines()
+    assert "ProtectSystem=strict" in unit and "Restart=on-failure" in unit
+
+
+# ---------------------------------------------------------------- the wheelhouse script
+
+
+def _wheelhouse_module():
+    path = ROOT / "roles/npudure_wheelhouse/files/build_wheelhouse.py"
+    spec = importlib.util.spec_from_file_location("build_wheelhouse", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_wheelhouse_platform_tags_cover_older_glibc() -> None:
+    wh = _wheelhouse_module()
+    tags = wh.platform_tags("aarch64", "2.36")
+    assert tags[0] == "manylinux_2_36_aarch64" and "manylinux_2_17_aarch64" in tags
+    assert tags[-1] == "manylinux2014_aarch64" and len(tags) == 36 - 17 + 2
+    with pytest.raises(ValueError, match="glibc"):
+        wh.platform_tags("x86_64", "")
+    assert wh.parse_target("x86_64:2.36:3.11") == ("x86_64", "2.36", "3.11")
+    with pytest.raises(ValueError, match="MACHINE:GLIBC:PYTHON"):
+        wh.parse_target("x86_64:3.11")
+
+
+def test_wheelhouse_cache_keys(tmp_path: Path) -> None:
+    wh = _wheelhouse_module()
+    project = tmp_path / "project"
+    shutil.copytree(ROOT / "npudure" / "proto", project / "npudure" / "proto")
+    (project / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    digest = wh.source_digest(project)
+    (project / "npudure" / "proto" / "__pycache__").mkdir(exist_ok=True)
+    (project / "npudure" / "proto" / "__pycache__" / "junk.pyc").write_bytes(b"x")
+    assert wh.source_digest(project) == digest, "bytecode must not count as a source change"
+    (project / "npudure" / "proto" / "inference.proto").write_text("changed")
+    assert wh.source_digest(project) != digest
+    key = wh.dependency_key(project, ["x86_64:2.36:3.11"], [], [])
+    assert wh.dependency_key(project, ["x86_64:2.36:3.11"], [], []) == key
+    assert wh.dependency_key(project, ["aarch64:2.36:3.11"], [], []) != key
+    assert wh.dependency_key(project, ["x86_64:2.36:3.11"], ["onnx"], []) != key
+
+
+def test_wheelhouse_check_mode_builds_nothing(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    done = subprocess.run(
+        [
+            sys.executable,
+            ROOT / "roles/npudure_wheelhouse/files/build_wheelhouse.py",
+            "--project",
+            ROOT,
+            "--cache",
+            cache,
+            "--target",
+            "x86_64:2.36:3.11",
+            "--check",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    result = json.loads(done.stdout)
+    assert done.returncode == 0 and result["changed"] is True
+    assert result["actions"] == ["build npudure wheel", "download dependencies"]
+    assert not any(cache.rglob("*.whl"))

@@ -1,0 +1,256 @@
+"""The appliance on the emulated fleet: three systemd-nspawn boards and a scheduler host (root).
+
+- bad input stops the run in the preflight, before the wheelhouse is built, with a message that
+  names the host and the fix: an unreachable board, a missing model file, a wrong backend name, a
+  board whose RKNN runtime version differs from the fleet's, a board without the runtime;
+- molecule test (syntax, create, converge, idempotence, verify) on the lab, then a check-mode run on
+  the converged fleet that changes nothing and does not fail, then molecule destroy.
+
+A lab that is already running (inventory/lab/hosts.yml present, every board answering) is used and
+left running; otherwise the module boots one and removes it at the end. Takes several minutes:
+    sudo .venv/bin/pytest -m lab tests/test_appliance.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+LAB_INVENTORY = ROOT / "inventory" / "lab" / "hosts.yml"
+SITE = ROOT / "playbooks" / "site.yml"
+# The marker of a run that got past the preflight: the wheelhouse play started.
+WHEELHOUSE_TASK = "TASK [npudure_wheelhouse : Build or reuse the wheelhouse"
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.timeout(2400)]
+
+
+def _env() -> dict[str, str]:
+    return {
+        **os.environ,
+        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_FORCE_COLOR": "0",
+        "PY_COLORS": "0",
+        "NO_COLOR": "1",
+    }
+
+
+def _run(argv: list, timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(a) for a in argv], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=timeout
+    )
+
+
+def _skip_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (the emulated boards are systemd-nspawn containers): run with sudo"
+    if not shutil.which("systemd-nspawn"):
+        return "systemd-nspawn missing: apt-get install -y systemd-container debootstrap"
+    if not (BIN / "molecule").exists() or not (BIN / "ansible-playbook").exists():
+        return "molecule/ansible-core missing: pip install -e '.[dev]'"
+    try:
+        from npudure.lab.host import missing_packages
+    except ImportError as exc:
+        return f"the lab is not importable: {exc}"
+    missing = missing_packages()
+    return f"missing Debian packages: apt-get install -y {' '.join(missing)}" if missing else None
+
+
+@pytest.fixture(scope="module")
+def fleet() -> Iterator[Path]:
+    reason = _skip_reason()
+    if reason:
+        pytest.skip(reason)
+    from npudure.lab import network
+
+    status = _run([BIN / "npudure", "lab", "status"], timeout=120)
+    owned = False
+    if status.returncode == 0 and LAB_INVENTORY.is_file():
+        pass  # someone's lab, healthy: use it, leave it running
+    elif network.link_exists(network.BRIDGE):
+        pytest.skip(f"another lab is up without inventory/lab/hosts.yml ({network.BRIDGE} exists)")
+    else:
+        up = _run([BIN / "npudure", "lab", "up", "--boards", "3"], timeout=900)
+        if up.returncode != 0:
+            pytest.fail(f"npudure lab up failed:\n{up.stdout}\n{up.stderr}")
+        owned = True
+    try:
+        yield LAB_INVENTORY
+    finally:
+        if owned:
+            _run([BIN / "npudure", "lab", "down"], timeout=300)
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A frozen copy of the package sources for the wheelhouse.
+
+    The wheelhouse rebuilds the npudure wheel whenever the sources change, and the idempotence step
+    would then rightly report changes if someone edits the tree during the test.
+    """
+    snapshot = tmp_path_factory.mktemp("source")
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        if (ROOT / name).is_file():
+            shutil.copy2(ROOT / name, snapshot / name)
+    shutil.copytree(ROOT / "npudure", snapshot / "npudure", ignore=shutil.ignore_patterns("__pycache__"))
+    return snapshot
+
+
+def _recap(output: str) -> dict[str, dict[str, int]]:
+    """host -> counters from the PLAY RECAP of an ansible-playbook run."""
+    found = {}
+    for host, counters in re.findall(r"^(\S+)\s+:\s+(ok=.*)$", output, re.M):
+        found[host] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", counters)}
+    return found
+
+
+def _playbook(inventory: Path, *extra: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return _run([BIN / "ansible-playbook", "-i", inventory, *extra, SITE], timeout=timeout)
+
+
+# ---------------------------------------------------------------- bad input stops early
+
+
+def _assert_stopped_early(done: subprocess.CompletedProcess[str], *needles: str) -> str:
+    output = done.stdout + done.stderr
+    assert done.returncode != 0, output[-4000:]
+    assert WHEELHOUSE_TASK not in output, "the run went past the preflight"
+    flat = re.sub(r"\s+", " ", output)
+    for needle in needles:
+        assert needle in flat, f"{needle!r} not in:\n{output[-4000:]}"
+    return flat
+
+
+def test_unreachable_board_stops_the_run(fleet: Path, tmp_path: Path) -> None:
+    inventory = yaml.safe_load(fleet.read_text())
+    # Inside the lab's bridge subnet, and nobody has it.
+    inventory["all"]["children"]["boards"]["hosts"]["board9"] = {"ansible_host": "10.231.0.99"}
+    path = tmp_path / "hosts.yml"
+    path.write_text(yaml.safe_dump(inventory))
+    done = _playbook(path, "-e", "npudure_preflight_connect_timeout_s=6", timeout=300)
+    flat = _assert_stopped_early(done, "board9 (10.231.0.99) cannot be reached over SSH", "Fix:")
+    assert "correct ansible_host for board9" in flat
+
+
+def test_missing_model_file_stops_the_run(fleet: Path, tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere" / "yolov8n.onnx"
+    extra = {"npudure_backend": "onnx", "npudure_agent_model_src": str(missing)}
+    done = _playbook(fleet, "-e", json.dumps(extra), timeout=300)
+    _assert_stopped_early(
+        done,
+        f"board1: model file {missing} (npudure_agent_model_src) is missing on the controller",
+        "Fix: copy the .onnx model there or correct the path",
+    )
+
+
+def test_wrong_backend_name_stops_the_run(fleet: Path) -> None:
+    done = _playbook(fleet, "-e", "npudure_backend=rknnn", timeout=300)
+    _assert_stopped_early(
+        done,
+        "board1: backend 'rknnn' does not exist",
+        "Fix: set npudure_backend (or npudure_agent_backend for this host) to one of rknn, onnx, sim",
+    )
+
+
+def _put_runtime(inventory: Path, host: str, content: str | None) -> None:
+    module_args = (
+        "path=/usr/lib/librknnrt.so state=absent"
+        if content is None
+        else json.dumps({"dest": "/usr/lib/librknnrt.so", "content": content, "mode": "0644"})
+    )
+    done = _run(
+        [
+            BIN / "ansible",
+            "-i",
+            inventory,
+            host,
+            "-m",
+            "file" if content is None else "copy",
+            "-a",
+            module_args,
+        ],
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_runtime_version_mismatch_stops_the_run(fleet: Path, tmp_path: Path) -> None:
+    # A fake librknnrt.so is enough: the preflight reads the version string, as `strings` would.
+    fake = "\x7fELF fake runtime\nlibrknnrt version: {} (0123456789@2025-01-01T00:00:00)\n"
+    model = tmp_path / "yolov8n.rknn"
+    model.write_bytes(b"RKNN fake model")
+    try:
+        _put_runtime(fleet, "board1:board3", fake.format("2.3.2"))
+        _put_runtime(fleet, "board2", fake.format("1.6.0"))
+        extra = {"npudure_backend": "rknn", "npudure_lab": False, "npudure_agent_model_src": str(model)}
+        done = _playbook(fleet, "-e", json.dumps(extra), timeout=300)
+    finally:
+        _put_runtime(fleet, "boards", None)
+    flat = _assert_stopped_early(
+        done,
+        "board2: librknnrt.so is version 1.6.0 but the fleet runs 2.3.2",
+        "Fix: install the 2.3.2 librknnrt.so on board2",
+    )
+    assert "board1: librknnrt.so is version" not in flat and "board3: librknnrt.so is version" not in flat
+
+
+def test_missing_runtime_library_stops_the_run(fleet: Path, tmp_path: Path) -> None:
+    model = tmp_path / "yolov8n.rknn"
+    model.write_bytes(b"RKNN fake model")
+    _put_runtime(fleet, "boards", None)
+    extra = {"npudure_backend": "rknn", "npudure_lab": False, "npudure_agent_model_src": str(model)}
+    done = _playbook(fleet, "-e", json.dumps(extra), timeout=300)
+    _assert_stopped_early(
+        done,
+        "board1: /usr/lib/librknnrt.so: no such file. The rknn backend needs Rockchip's runtime there",
+        "Fix: set npudure_rknn_runtime_src to librknnrt.so on the controller",
+    )
+
+
+# ---------------------------------------------------------------- the good path (runs after the bad input)
+
+
+def test_molecule_converge_idempotence_verify(fleet: Path, source: Path) -> None:
+    # Arguments after `--` go to every ansible-playbook run of the scenario.
+    extra = f"npudure_wheelhouse_project_dir={source}"
+    # Destroy comes last, in its own test: the check-mode run below needs the converged fleet.
+    done = _run([BIN / "molecule", "test", "--destroy", "never", "--", "-e", extra], timeout=2000)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-8000:]
+    for step in ("converge", "idempotence", "verify"):
+        assert re.search(rf"{step}\W+Executed: Successful", output), f"molecule {step} did not succeed"
+    # The molecule verify play read CPUAffinity and the IRQ masks back inside each board.
+    assert "Assert the agent runs on the big cores and the NPU IRQs go to the little ones" in output
+
+
+def test_check_mode_on_the_converged_fleet_changes_nothing(fleet: Path, source: Path) -> None:
+    done = _playbook(fleet, "--check", "-e", f"npudure_wheelhouse_project_dir={source}")
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-6000:]
+    recap = _recap(output)
+    hosts = set(yaml.safe_load(fleet.read_text())["all"]["children"]["boards"]["hosts"])
+    assert hosts <= set(recap), recap
+    assert all(c["changed"] == 0 and c["failed"] == 0 for c in recap.values()), recap
+
+
+def test_molecule_destroy_removes_only_a_lab_it_booted(fleet: Path) -> None:
+    done = _run([BIN / "molecule", "destroy"], timeout=600)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-4000:]
+    status = _run([BIN / "npudure", "lab", "status"], timeout=120)
+    if "it is left running" in output:
+        assert status.returncode == 0, "molecule destroy took down a lab it did not boot"
+    else:
+        assert "no lab" in status.stdout, "molecule destroy booted the lab but left it running"

@@ -1,0 +1,157 @@
+"""Mutual TLS in the appliance, on the emulated fleet (root): the npudure_tls role end to end.
+
+site.yml with ``npudure_tls_enabled=true`` (CA in a temporary folder on the controller), a second run
+that changes nothing, verify.yml and a short benchmark.yml over TLS; then, from the controller, a
+plaintext client is refused by the scheduler and a certificate from the fleet CA whose CN is not an
+admin identity cannot call SetPolicy, while the operator's admin certificate can.
+
+Uses a running lab like tests/test_appliance.py (left running, but switched back to plaintext at the
+end), or boots one and removes it:
+    sudo .venv/bin/pytest -m lab tests/test_appliance_tls.py
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+import yaml
+from test_site import BIN, ROOT, _recap, _run, fleet, source  # noqa: F401 (fixtures)
+
+from npudure.proto import inference_pb2 as pb
+from npudure.proto import inference_pb2_grpc as rpc
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.timeout(1800)]
+
+PLAYBOOKS = ROOT / "playbooks"
+# A short benchmark: one sweep point, one repetition per node count, no dial.
+QUICK_BENCH = {
+    "npudure_bench_sweep": "2",
+    "npudure_bench_sweep_repetitions": 1,
+    "npudure_bench_repetitions": 1,
+    "npudure_bench_duration_s": 2,
+    "npudure_bench_hetero": False,
+}
+
+
+@pytest.fixture(scope="module")
+def ca_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("fleet-ca") / "pki"
+
+
+@pytest.fixture(scope="module")
+def tls_fleet(fleet: Path, source: Path, ca_dir: Path) -> Iterator[dict]:  # noqa: F811
+    extra = {
+        "npudure_tls_enabled": True,
+        "npudure_tls_ca_dir": str(ca_dir),
+        "npudure_wheelhouse_project_dir": str(source),
+    }
+    yield {"inventory": fleet, "extra": extra}
+    # Leave a reused lab as the other tests expect it: plaintext.
+    _playbook(fleet, "site.yml", {**extra, "npudure_tls_enabled": False})
+
+
+def _playbook(
+    inventory: Path, name: str, extra: dict, timeout: float = 900
+) -> subprocess.CompletedProcess[str]:
+    return _run(
+        [BIN / "ansible-playbook", "-i", inventory, "-e", json.dumps(extra), PLAYBOOKS / name],
+        timeout=timeout,
+    )
+
+
+def _scheduler_address(inventory: Path) -> str:
+    hosts = yaml.safe_load(inventory.read_text())["all"]["children"]["scheduler"]["hosts"]
+    return f"{next(iter(hosts.values()))['ansible_host']}:50050"
+
+
+def test_site_with_tls_converges_then_changes_nothing(tls_fleet: dict, ca_dir: Path) -> None:
+    first = _playbook(tls_fleet["inventory"], "site.yml", tls_fleet["extra"])
+    assert first.returncode == 0, (first.stdout + first.stderr)[-8000:]
+    assert (ca_dir / "ca.key").stat().st_mode & 0o077 == 0
+    assert (ca_dir / "admin" / "admin.key").stat().st_mode & 0o077 == 0
+    second = _playbook(tls_fleet["inventory"], "site.yml", tls_fleet["extra"])
+    output = second.stdout + second.stderr
+    assert second.returncode == 0, output[-8000:]
+    recap = _recap(output)
+    assert recap and all(c["changed"] == 0 and c["failed"] == 0 for c in recap.values()), recap
+
+
+def test_keys_stay_on_their_hosts(tls_fleet: dict) -> None:
+    # The agent's key is the service user's, 0600; the controller only ever saw requests.
+    done = _run(
+        [
+            BIN / "ansible",
+            "-i",
+            tls_fleet["inventory"],
+            "boards",
+            "-m",
+            "ansible.builtin.command",
+            "-a",
+            "stat -c 'key=%U:%a' /etc/npudure/tls/agent.key",
+        ],
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.findall(r"key=(\S+)", done.stdout) == ["npudure:600"] * 3, done.stdout
+    ca = Path(tls_fleet["extra"]["npudure_tls_ca_dir"])
+    assert sorted(p.name for p in ca.rglob("*.key")) == ["admin.key", "ca.key"]
+    assert len(list((ca / "requests").glob("board*-agent.csr"))) == 3
+
+
+def test_verify_passes_over_tls(tls_fleet: dict) -> None:
+    done = _playbook(tls_fleet["inventory"], "verify.yml", tls_fleet["extra"], timeout=300)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-6000:]
+    assert "boards and the scheduler are healthy and uniform" in output
+
+
+def test_benchmark_passes_over_tls(tls_fleet: dict) -> None:
+    done = _playbook(
+        tls_fleet["inventory"], "benchmark.yml", {**tls_fleet["extra"], **QUICK_BENCH}, timeout=900
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-8000:]
+    # The YAML callback may fold the message: the JSON is written without spaces, and DOTALL anyway.
+    served = re.search(r"runs, all valid; requests served per board:\s+(\{.*?\})", output, re.S)
+    assert served, output[-4000:]
+    counts = json.loads(served.group(1))
+    assert set(counts) == {"board1", "board2", "board3"} and all(n > 0 for n in counts.values()), counts
+
+
+def test_plaintext_client_is_refused(tls_fleet: dict) -> None:
+    address = _scheduler_address(tls_fleet["inventory"])
+    with grpc.insecure_channel(address) as channel, pytest.raises(grpc.RpcError) as caught:
+        rpc.ClusterStub(channel).GetClusterStatus(pb.ClusterStatusRequest(), timeout=5)
+    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+def _secure(address: str, ca: Path, cert: Path, key: Path) -> grpc.Channel:
+    credentials = grpc.ssl_channel_credentials(ca.read_bytes(), key.read_bytes(), cert.read_bytes())
+    return grpc.secure_channel(address, credentials)
+
+
+def test_only_an_admin_certificate_may_set_the_policy(tls_fleet: dict, ca_dir: Path, tmp_path: Path) -> None:
+    npudure = str(BIN / "npudure")
+    key, csr, cert = tmp_path / "viewer.key", tmp_path / "viewer.csr", tmp_path / "viewer.crt"
+    for argv in (
+        [npudure, "pki", "csr", "--key", key, "--csr", csr, "--cn", "npudure-viewer"],
+        [npudure, "pki", "sign", "--ca-dir", ca_dir, "--csr", csr, "--out", cert, "--client-only"],
+    ):
+        done = _run(argv, timeout=60)
+        assert done.returncode == 0, done.stdout + done.stderr
+    address, ca = _scheduler_address(tls_fleet["inventory"]), ca_dir / "ca.crt"
+    with _secure(address, ca, cert, key) as channel:
+        stub = rpc.ClusterStub(channel)
+        policy = stub.GetClusterStatus(pb.ClusterStatusRequest(), timeout=5).policy  # TLS itself works
+        with pytest.raises(grpc.RpcError) as caught:
+            stub.SetPolicy(pb.SetPolicyRequest(policy=policy), timeout=5)
+    assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    admin = ca_dir / "admin"
+    with _secure(address, ca, admin / "admin.crt", admin / "admin.key") as channel:
+        rpc.ClusterStub(channel).SetPolicy(pb.SetPolicyRequest(policy=policy), timeout=5)

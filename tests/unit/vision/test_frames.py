@@ -1,0 +1,46 @@
+import grpc
+import numpy as np
+import pytest
+
+from npudure.proto import inference_pb2 as pb
+from npudure.vision import frames
+
+
+def test_raw_frame_roundtrip_without_copy() -> None:
+    image = np.arange(640 * 640 * 3, dtype=np.uint32).astype(np.uint8).reshape(640, 640, 3)
+    decoded = frames.decode(pb.ENCODING_RAW_RGB, image.tobytes())
+    assert decoded.shape == (640, 640, 3)
+    assert np.array_equal(decoded, image)
+
+
+def test_jpeg_decodes_to_rgb() -> None:
+    image = np.zeros((640, 640, 3), np.uint8)
+    image[:, :, 0] = 200
+    decoded = frames.decode(pb.ENCODING_JPEG, frames.encode_jpeg(image))
+    assert decoded.shape == (640, 640, 3)
+    assert abs(int(decoded[..., 0].mean()) - 200) < 4
+
+
+@pytest.mark.parametrize(
+    ("encoding", "payload", "fragment"),
+    [
+        (pb.ENCODING_RAW_RGB, b"\0" * 1000, "needs exactly 1228800"),
+        (pb.ENCODING_RAW_RGB, b"", "has 0 bytes"),
+        (pb.ENCODING_JPEG, b"", "empty frame"),
+        (pb.ENCODING_JPEG, b"hello", "not a JPEG"),
+        (pb.ENCODING_JPEG, b"\xff\xd8\xff\xe0garbage", "not a valid JPEG"),
+        (pb.ENCODING_UNSPECIFIED, b"x", "ENCODING_UNSPECIFIED is not supported"),
+        (7, b"x", "encoding 7 is not supported"),
+    ],
+)
+def test_bad_frames_say_what_was_expected(encoding: int, payload: bytes, fragment: str) -> None:
+    with pytest.raises(frames.FrameError) as err:
+        frames.decode(encoding, payload)
+    assert fragment in str(err.value)
+    assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_jpeg_of_wrong_size_is_refused() -> None:
+    small = frames.encode_jpeg(np.zeros((320, 320, 3), np.uint8))
+    with pytest.raises(frames.FrameError, match="320x320"):
+        frames.decode(pb.ENCODING_JPEG, small)
