@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from npudure.client.stages import complete_client_stages
 from npudure.proto import inference_pb2 as pb
 
 # StageTiming fields, in proto order; the npz column names keep the unit (µs).
@@ -114,7 +115,8 @@ def from_raw(
         backend_idx[i] = backends.setdefault(resp.backend, len(backends))
         attempts[i] = min(resp.attempts, 255)
         emulated[i] = resp.emulated
-        t = resp.timing
+        # The client's own two stages (network back to the client, end to end) come from our call time.
+        t = complete_client_stages(resp.timing, done[i] - sent[i])
         stage_us[i] = [getattr(t, name) for name in STAGES]
     return Samples(
         intended_s=np.asarray(intended, dtype=np.float64),
