@@ -108,14 +108,15 @@ def frozen_source(dest: Path) -> Path:
     return dest
 
 
-def ansible_env() -> dict[str, str]:
+def ansible_env(**extra: str) -> dict[str, str]:
+    """The environment ansible-playbook runs in: this venv's bin first on PATH, the repo's ansible.cfg,
+    no colour; ``extra`` adds to (or overrides) it."""
     return {
         **os.environ,
         "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
         "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
         "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_FORCE_COLOR": "0",
-        "NO_COLOR": "1",
+        **extra,
     }
 
 
@@ -135,7 +136,7 @@ def provision(
         proc = subprocess.Popen(
             argv,
             cwd=ROOT,
-            env=ansible_env(),
+            env=ansible_env(ANSIBLE_FORCE_COLOR="0", NO_COLOR="1"),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

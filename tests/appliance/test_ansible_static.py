@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -18,6 +17,7 @@ import pytest
 import yaml
 
 from npudure import config
+from npudure.faults.fleet import ansible_env
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLES = sorted(p for p in (ROOT / "roles").iterdir() if (p / "defaults" / "main.yml").is_file())
@@ -33,13 +33,7 @@ pytestmark = pytest.mark.skipif(
 
 
 def _env() -> dict[str, str]:
-    return {
-        **os.environ,
-        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_LOCAL_TEMP": "/tmp/npudure-ansible-local",
-    }
+    return ansible_env(ANSIBLE_LOCAL_TEMP="/tmp/npudure-ansible-local")
 
 
 def _yaml(path: Path) -> dict:

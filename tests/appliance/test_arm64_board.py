@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from npudure.faults.fleet import ansible_env
 from npudure.lab import Lab, LabError, network
 from npudure.lab.binfmt import can_run_arm64
 from npudure.lab.host import missing_packages
@@ -53,13 +54,7 @@ def _skip_reason() -> str | None:
 
 
 def _env() -> dict[str, str]:
-    return {
-        **os.environ,
-        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_FORCE_COLOR": "0",
-    }
+    return ansible_env(ANSIBLE_FORCE_COLOR="0")
 
 
 def _playbook(inventory: Path, *extra: str, timeout: float = 1500) -> subprocess.CompletedProcess[str]:

@@ -25,6 +25,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from npudure.faults.fleet import ansible_env
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 LAB_INVENTORY = ROOT / "inventory" / "lab" / "hosts.yml"
@@ -36,15 +38,7 @@ pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.timeout(2400)]
 
 
 def _env() -> dict[str, str]:
-    return {
-        **os.environ,
-        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_FORCE_COLOR": "0",
-        "PY_COLORS": "0",
-        "NO_COLOR": "1",
-    }
+    return ansible_env(ANSIBLE_FORCE_COLOR="0", PY_COLORS="0", NO_COLOR="1")
 
 
 def _run(argv: list, timeout: float) -> subprocess.CompletedProcess[str]:
