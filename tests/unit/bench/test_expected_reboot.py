@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import run_records
+
 from npudure.bench import validity
 
 BOARDS = ["board1", "board2"]
@@ -37,13 +39,7 @@ def _figures() -> dict[str, Any]:
         {"quarter": q, "start_s": float(q), "end_s": q + 1.0, "samples_ok": 100, "boards": boards}
         for q, boards in ((1, BOARDS), (2, ["board1"]), (3, ["board1"]), (4, BOARDS))
     ]
-    return {
-        "samples_ok": 400,
-        "samples_error": 0,
-        "error_rate": 0.0,
-        "answered_boards": list(BOARDS),
-        "answered_by_quarter": quarters,
-    }
+    return run_records.figures(BOARDS, quarters)
 
 
 def _rows() -> list[dict[str, Any]]:

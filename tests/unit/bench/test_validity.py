@@ -7,6 +7,7 @@ import copy
 from typing import Any
 
 import pytest
+import run_records
 
 from npudure.bench import validity
 
@@ -40,13 +41,7 @@ def _figures() -> dict[str, Any]:
         {"quarter": q, "start_s": 1.0 + q - 1, "end_s": 1.0 + q, "samples_ok": 100, "boards": list(BOARDS)}
         for q in range(1, 5)
     ]
-    return {
-        "samples_ok": 400,
-        "samples_error": 0,
-        "error_rate": 0.0,
-        "answered_boards": list(BOARDS),
-        "answered_by_quarter": quarters,
-    }
+    return run_records.figures(BOARDS, quarters)
 
 
 def _rows() -> list[dict[str, Any]]:
