@@ -260,47 +260,25 @@ def test_recompute_cli_exit_codes(
     assert cli._recompute(tmp_path / "nope") == cli.EXIT_REFUSED
 
 
+def _quiet_sweep(out: Path) -> int:
+    """`npudure bench sweep` of one frame against a port nobody listens on, into ``out``."""
+    from npudure.cli import main
+
+    argv = ["bench", "sweep", "--target", "127.0.0.1:9", "--out", str(out), "--frames", "1"]
+    return main([*argv, "--progress", "quiet"])
+
+
 def test_cli_refuses_an_existing_out_folder_before_contacting_anyone(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from npudure.cli import main
-
     (tmp_path / "taken").mkdir()
-    rc = main(
-        [
-            "bench",
-            "sweep",
-            "--target",
-            "127.0.0.1:9",
-            "--out",
-            str(tmp_path / "taken"),
-            "--frames",
-            "1",
-            "--progress",
-            "quiet",
-        ]
-    )
+    rc = _quiet_sweep(tmp_path / "taken")
     assert rc == cli.EXIT_REFUSED
     assert "already exists" in capsys.readouterr().err
 
 
 def test_cli_names_an_unreachable_scheduler(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from npudure.cli import main
-
-    rc = main(
-        [
-            "bench",
-            "sweep",
-            "--target",
-            "127.0.0.1:9",
-            "--out",
-            str(tmp_path / "new"),
-            "--frames",
-            "1",
-            "--progress",
-            "quiet",
-        ]
-    )
+    rc = _quiet_sweep(tmp_path / "new")
     assert rc == cli.EXIT_ERROR
     assert "cannot reach the scheduler at 127.0.0.1:9" in capsys.readouterr().err
     assert not (tmp_path / "new").exists()
