@@ -11,26 +11,26 @@ from npudure import config as cfg
 from npudure.backends import BackendError, create_backend
 from npudure.board import soc
 from npudure.security.access import ListenError, SecurityError
-from npudure.service.runtime import EX_CONFIG, LOG_LEVELS, ensure_malloc_tuning, setup_logging
+from npudure.service.runtime import (
+    EX_CONFIG,
+    add_service_arguments,
+    ensure_malloc_tuning,
+    load_service_config,
+    setup_logging,
+)
 
 log = logging.getLogger("npudure.agent")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", required=True, help="agent YAML config (e.g. /etc/npudure/agent.yml)")
-    parser.add_argument(
-        "--check", action="store_true", help="validate the config and load the backend and model, then exit"
-    )
-    parser.add_argument(
-        "--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS, help="log verbosity (default INFO)"
+    add_service_arguments(
+        parser, "agent", check_help="validate the config and load the backend and model, then exit"
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        config = cfg.load(cfg.AgentConfig, args.config)
-    except cfg.ConfigError as exc:
-        print(f"npudure agent: {exc}", file=sys.stderr)
+    config = load_service_config(cfg.AgentConfig, args.config, "agent")
+    if config is None:
         return EX_CONFIG
     try:
         config, board_soc = soc.resolve_npu_cores(config)

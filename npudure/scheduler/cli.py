@@ -8,24 +8,22 @@ import sys
 
 from npudure import config as cfg
 from npudure.security.access import ListenError, SecurityError
-from npudure.service.runtime import EX_CONFIG, LOG_LEVELS, ensure_malloc_tuning, setup_logging
+from npudure.service.runtime import (
+    EX_CONFIG,
+    add_service_arguments,
+    ensure_malloc_tuning,
+    load_service_config,
+    setup_logging,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--config", required=True, help="scheduler YAML config (e.g. /etc/npudure/scheduler.yml)"
-    )
-    parser.add_argument("--check", action="store_true", help="validate the config and exit")
-    parser.add_argument(
-        "--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS, help="log verbosity (default INFO)"
-    )
+    add_service_arguments(parser, "scheduler", check_help="validate the config and exit")
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        config = cfg.load(cfg.SchedulerConfig, args.config)
-    except cfg.ConfigError as exc:
-        print(f"npudure scheduler: {exc}", file=sys.stderr)
+    config = load_service_config(cfg.SchedulerConfig, args.config, "scheduler")
+    if config is None:
         return EX_CONFIG
     if args.check:
         print(f"ok: {args.config}: {len(config.boards)} boards, policy {config.policy}")
