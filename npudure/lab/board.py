@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from npudure.lab import fakehw
-from npudure.lab.host import LabError, is_mountpoint, mounts_under, run
+from npudure.lab.host import LabError, is_mountpoint, mounts_under, run, ssh_keygen
 from npudure.lab.network import HOST_ADDR, Node
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -135,21 +135,7 @@ def personalize(paths: BoardPaths, nodes: list[Node], pubkey: str) -> None:
     (root / "etc/machine-id").write_text(uuid.uuid4().hex + "\n")
     for key in (root / "etc/ssh").glob("ssh_host_*"):
         key.unlink()
-    run(
-        [
-            "ssh-keygen",
-            "-q",
-            "-t",
-            "ed25519",
-            "-N",
-            "",
-            "-C",
-            f"root@{name}",
-            "-f",
-            str(root / "etc/ssh/ssh_host_ed25519_key"),
-        ],
-        f"{name}: generating the SSH host key",
-    )
+    ssh_keygen(root / "etc/ssh/ssh_host_ed25519_key", f"root@{name}", f"{name}: generating the SSH host key")
     ssh_dir = root / "root/.ssh"
     ssh_dir.mkdir(mode=0o700, exist_ok=True)
     os.chmod(ssh_dir, 0o700)

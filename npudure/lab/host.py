@@ -111,6 +111,11 @@ def run(
     return proc
 
 
+def ssh_keygen(key: Path, comment: str, step: str) -> None:
+    """A new ed25519 key without a passphrase at ``key`` (and ``key``.pub), commented ``comment``."""
+    run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(key)], step)
+
+
 def is_mountpoint(path: Path) -> bool:
     """True when `path` is a mount point, read from /proc/self/mountinfo (works for file binds too)."""
     target = str(path.resolve()) if path.exists() else str(path)

@@ -23,7 +23,7 @@ from npudure.lab import board as boardmod
 from npudure.lab import image as imagemod
 from npudure.lab import inventory as invmod
 from npudure.lab import network as net
-from npudure.lab.host import SBIN_PATH, LabError, is_mountpoint, preflight, run
+from npudure.lab.host import SBIN_PATH, LabError, is_mountpoint, preflight, run, ssh_keygen
 
 DEFAULT_STATE_DIR = Path("/var/lib/npudure/lab")
 NSPAWN_RUN_DIR = Path("/run/systemd/nspawn")
@@ -343,21 +343,7 @@ class Lab:
     def _ensure_key(self) -> str:
         if not self.key.exists():
             self.key.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            run(
-                [
-                    "ssh-keygen",
-                    "-q",
-                    "-t",
-                    "ed25519",
-                    "-N",
-                    "",
-                    "-C",
-                    "npudure-lab-controller",
-                    "-f",
-                    str(self.key),
-                ],
-                "generating the lab's SSH key",
-            )
+            ssh_keygen(self.key, "npudure-lab-controller", "generating the lab's SSH key")
         return self.key.with_suffix(".pub").read_text()
 
     def _wait_ssh(self, nodes: Sequence[net.Node], timeout: float) -> None:
