@@ -8,13 +8,13 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent import futures
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import grpc
 import numpy as np
 import pytest
 
-from npudure.bench.load import Target, closed_loop, open_loop
+from npudure.bench.load import LoadResult, Target, closed_loop, open_loop
 from npudure.bench.payloads import FrameSet, FrameSourceError, build_frame_set, make_frame_set
 from npudure.bench.samples import STAGES, Samples
 from npudure.proto import inference_pb2 as pb
@@ -94,6 +94,11 @@ async def _with_target(address: str, fn: Callable[[Target], Awaitable[T]]) -> T:
         await target.close()
 
 
+def _closed_loop(address: str, frames: FrameSet, **kwargs: Any) -> LoadResult:
+    """closed_loop(**kwargs) of ``frames`` against ``address``, run to the end."""
+    return _run(_with_target(address, lambda t: closed_loop(t, frames.requests, **kwargs)))
+
+
 def test_frames_are_serialized_requests_of_the_right_size(frames: FrameSet) -> None:
     assert len(frames.requests) == 2 and frames.frame_bytes == (1_228_800, 1_228_800)
     req = pb.InferRequest.FromString(frames.requests[0])
@@ -129,14 +134,7 @@ def _empty(tmp_path: Path) -> Path:
 
 
 def test_closed_loop_keeps_exactly_c_requests_outstanding(dummy: DummyTarget, frames: FrameSet) -> None:
-    result = _run(
-        _with_target(
-            dummy.address,
-            lambda t: closed_loop(
-                t, frames.requests, concurrency=5, warmup_s=0.2, duration_s=0.8, min_samples=10
-            ),
-        )
-    )
+    result = _closed_loop(dummy.address, frames, concurrency=5, warmup_s=0.2, duration_s=0.8, min_samples=10)
     assert dummy.max_in_flight == 5
     s = result.samples
     assert len(s) == dummy.calls
@@ -152,14 +150,7 @@ def test_closed_loop_keeps_exactly_c_requests_outstanding(dummy: DummyTarget, fr
 
 
 def test_closed_loop_extends_the_window_until_min_samples(dummy: DummyTarget, frames: FrameSet) -> None:
-    result = _run(
-        _with_target(
-            dummy.address,
-            lambda t: closed_loop(
-                t, frames.requests, concurrency=1, warmup_s=0.0, duration_s=0.1, min_samples=30
-            ),
-        )
-    )
+    result = _closed_loop(dummy.address, frames, concurrency=1, warmup_s=0.0, duration_s=0.1, min_samples=30)
     s = result.samples
     ok_measured = (s.measured(result.window_start_s, result.window_end_s) & s.ok).sum()
     assert ok_measured >= 30
@@ -169,13 +160,8 @@ def test_closed_loop_records_errors_with_their_code(frames: FrameSet) -> None:
     flaky = DummyTarget(delay_s=0.005, fail_every=4)
     flaky.server.start()
     try:
-        result = _run(
-            _with_target(
-                flaky.address,
-                lambda t: closed_loop(
-                    t, frames.requests, concurrency=2, warmup_s=0.0, duration_s=0.5, min_samples=5
-                ),
-            )
+        result = _closed_loop(
+            flaky.address, frames, concurrency=2, warmup_s=0.0, duration_s=0.5, min_samples=5
         )
     finally:
         flaky.server.stop(grace=None)
@@ -249,14 +235,7 @@ def test_target_that_does_not_answer_is_named() -> None:
 
 
 def test_samples_survive_a_save_load_round_trip(dummy: DummyTarget, frames: FrameSet, tmp_path: Path) -> None:
-    result = _run(
-        _with_target(
-            dummy.address,
-            lambda t: closed_loop(
-                t, frames.requests, concurrency=2, warmup_s=0.0, duration_s=0.2, min_samples=5
-            ),
-        )
-    )
+    result = _closed_loop(dummy.address, frames, concurrency=2, warmup_s=0.0, duration_s=0.2, min_samples=5)
     path = tmp_path / "samples.npz"
     result.samples.save(path)
     back = Samples.load(path)
