@@ -35,6 +35,13 @@ def run_npudure(*args: str, timeout_s: float = 60) -> subprocess.CompletedProces
     )
 
 
+def run_service(folder: Path, service: str, config_text: str) -> subprocess.CompletedProcess[str]:
+    """Write ``config_text`` to FOLDER/SERVICE.yml and run ``npudure SERVICE --config`` on it."""
+    config = folder / f"{service}.yml"
+    config.write_text(config_text)
+    return run_npudure(service, "--config", str(config))
+
+
 @pytest.fixture(scope="module")
 def model_cache(tmp_path_factory: pytest.TempPathFactory):
     """NPUDURE_CACHE for model tests: one folder per session, so each model is built once."""

@@ -10,6 +10,7 @@ import pytest
 import yaml
 from conftest import run_npudure
 from loadgen import frame_bytes
+from mtls_cluster import mtls_cluster
 
 from npudure.lab.local import LocalCluster
 from npudure.proto import inference_pb2 as pb
@@ -121,24 +122,8 @@ def certs(tmp_path_factory) -> dict[str, pki.Issued]:
 @pytest.fixture(scope="module")
 def tls_cluster(certs):
     # Module-scoped and last in the file: its client TLS environment stays set until the module ends.
-    def section(issued: pki.Issued) -> dict[str, str]:
-        return {"ca": str(issued.ca), "cert": str(issued.cert), "key": str(issued.key)}
-
-    viewer = certs["viewer"]
-    with pytest.MonkeyPatch.context() as mp:  # the cluster's start-up health checks speak mTLS too
-        for var, path in zip(
-            (security.ENV_CA, security.ENV_CERT, security.ENV_KEY),
-            (viewer.ca, viewer.cert, viewer.key),
-            strict=True,
-        ):
-            mp.setenv(var, str(path))
-        with LocalCluster(
-            boards=1,
-            time_scale=5.0,
-            agent_overrides={"tls": section(certs["agent"])},
-            scheduler_overrides={"tls": section(certs["scheduler"])},
-        ) as cl:
-            yield cl
+    with mtls_cluster(certs, certs["viewer"], boards=1) as cl:
+        yield cl
 
 
 def fleet_trusting_credentials(certs, presented: str | None) -> grpc.ChannelCredentials:

@@ -7,7 +7,7 @@ from collections import Counter
 import grpc
 import numpy as np
 import pytest
-from conftest import run_npudure
+from conftest import run_npudure, run_service
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from loadgen import frame_bytes
@@ -157,12 +157,12 @@ def test_active_set_and_drain_steer_traffic(cluster: LocalCluster) -> None:
 
 
 def test_scheduler_refuses_to_start_when_no_board_answers(tmp_path) -> None:
-    config = tmp_path / "scheduler.yml"
-    config.write_text(
+    proc = run_service(
+        tmp_path,
+        "scheduler",
         f"listen: 127.0.0.1:{free_port()}\nmetrics_port: 0\nstartup_wait_s: 1\n"
-        f"boards:\n  - name: ghost\n    address: 127.0.0.1:{free_port()}\n"
+        f"boards:\n  - name: ghost\n    address: 127.0.0.1:{free_port()}\n",
     )
-    proc = run_npudure("scheduler", "--config", str(config))
     assert proc.returncode == 1
     assert "ghost=127.0.0.1" in proc.stderr and "start the agents first" in proc.stderr
 

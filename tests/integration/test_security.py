@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import secrets
 from pathlib import Path
 
 import grpc
 import pytest
-from conftest import run_npudure
+from conftest import run_service
 from loadgen import frame_bytes
+from mtls_cluster import mtls_cluster
 
 from npudure.lab.local import LocalCluster, free_port
 from npudure.proto import inference_pb2 as pb
@@ -35,10 +35,6 @@ def certs(tmp_path_factory) -> dict[str, pki.Issued]:
     }
 
 
-def tls_section(issued: pki.Issued) -> dict[str, str]:
-    return {"ca": str(issued.ca), "cert": str(issued.cert), "key": str(issued.key)}
-
-
 def as_client(monkeypatch: pytest.MonkeyPatch, issued: pki.Issued | None) -> None:
     for var, value in zip(
         (security.ENV_CA, security.ENV_CERT, security.ENV_KEY),
@@ -53,25 +49,8 @@ def as_client(monkeypatch: pytest.MonkeyPatch, issued: pki.Issued | None) -> Non
 
 @pytest.fixture(scope="module")
 def tls_cluster(certs):
-    admin = certs["admin"]
-    saved = {k: os.environ.get(k) for k in (security.ENV_CA, security.ENV_CERT, security.ENV_KEY)}
-    os.environ.update(
-        {security.ENV_CA: str(admin.ca), security.ENV_CERT: str(admin.cert), security.ENV_KEY: str(admin.key)}
-    )
-    try:
-        with LocalCluster(
-            boards=2,
-            time_scale=5.0,
-            agent_overrides={"tls": tls_section(certs["agent"])},
-            scheduler_overrides={"tls": tls_section(certs["scheduler"])},
-        ) as cluster:
-            yield cluster
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    with mtls_cluster(certs, certs["admin"], boards=2) as cluster:
+        yield cluster
 
 
 def infer_request() -> pb.InferRequest:
@@ -156,21 +135,21 @@ def test_a_token_file_others_can_read_is_refused_at_start(tmp_path) -> None:
     token = tmp_path / "admin.token"
     token.write_text(secrets.token_hex(24))
     token.chmod(0o644)
-    config = tmp_path / "agent.yml"
-    config.write_text(
-        f"node_name: b1\nlisten: 127.0.0.1:{free_port()}\nmetrics_port: 0\nadmin:\n  token_file: {token}\n"
+    proc = run_service(
+        tmp_path,
+        "agent",
+        f"node_name: b1\nlisten: 127.0.0.1:{free_port()}\nmetrics_port: 0\nadmin:\n  token_file: {token}\n",
     )
-    proc = run_npudure("agent", "--config", str(config))
     assert proc.returncode == 78
     assert f"chmod 600 {token}" in proc.stderr
 
 
 def test_missing_certificate_file_is_a_clear_start_up_error(tmp_path: Path) -> None:
-    config = tmp_path / "agent.yml"
-    config.write_text(
+    proc = run_service(
+        tmp_path,
+        "agent",
         f"node_name: b1\nlisten: 127.0.0.1:{free_port()}\nmetrics_port: 0\n"
-        f"tls:\n  ca: {tmp_path}/ca.crt\n  cert: {tmp_path}/b1.crt\n  key: {tmp_path}/b1.key\n"
+        f"tls:\n  ca: {tmp_path}/ca.crt\n  cert: {tmp_path}/b1.crt\n  key: {tmp_path}/b1.key\n",
     )
-    proc = run_npudure("agent", "--config", str(config))
     assert proc.returncode == 78
     assert "cannot read the" in proc.stderr and "b1" in proc.stderr

@@ -1,0 +1,39 @@
+"""A LocalCluster whose agents and scheduler require mutual TLS, shared by test_security.py and
+test_admin_locked.py."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from npudure.lab.local import LocalCluster
+from npudure.security import access as security
+from npudure.security import pki
+
+
+def tls_section(issued: pki.Issued) -> dict[str, str]:
+    """The ``tls:`` section of an agent or scheduler config presenting ``issued``."""
+    return {"ca": str(issued.ca), "cert": str(issued.cert), "key": str(issued.key)}
+
+
+@contextmanager
+def mtls_cluster(certs: dict[str, pki.Issued], client: pki.Issued, boards: int) -> Iterator[LocalCluster]:
+    """``boards`` agents (certs["agent"]) and a scheduler (certs["scheduler"]) on loopback; the client
+    TLS environment presents ``client`` while the cluster is up (its start-up health checks speak mTLS
+    too) and is restored afterwards."""
+    with pytest.MonkeyPatch.context() as mp:
+        for var, path in zip(
+            (security.ENV_CA, security.ENV_CERT, security.ENV_KEY),
+            (client.ca, client.cert, client.key),
+            strict=True,
+        ):
+            mp.setenv(var, str(path))
+        with LocalCluster(
+            boards=boards,
+            time_scale=5.0,
+            agent_overrides={"tls": tls_section(certs["agent"])},
+            scheduler_overrides={"tls": tls_section(certs["scheduler"])},
+        ) as cluster:
+            yield cluster
