@@ -4,7 +4,9 @@ time even when the caller gives up mid-inference."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -48,11 +50,21 @@ async def started(ctx: GatedContext) -> None:
     await asyncio.to_thread(ctx.started.wait, 5)
 
 
+@contextlib.contextmanager
+def gated_pool(queue_limit: int) -> Iterator[tuple[GatedContext, WorkerPool]]:
+    """A pool of one gated context; on the way out the gate opens and the pool closes."""
+    ctx = GatedContext()
+    pool = WorkerPool([ctx], queue_limit=queue_limit)
+    try:
+        yield ctx, pool
+    finally:
+        ctx.gate.set()
+        pool.close()
+
+
 def test_full_pool_refuses_beyond_the_queue_limit() -> None:
     async def main() -> None:
-        ctx = GatedContext()
-        pool = WorkerPool([ctx], queue_limit=1)
-        try:
+        with gated_pool(queue_limit=1) as (ctx, pool):
             running = asyncio.create_task(pool.run(lambda: FRAME))
             await started(ctx)
             waiting = asyncio.create_task(pool.run(lambda: FRAME))
@@ -63,18 +75,13 @@ def test_full_pool_refuses_beyond_the_queue_limit() -> None:
             ctx.gate.set()
             await asyncio.gather(running, waiting)
             assert ctx.frames == 2 and pool.waiting == 0 and pool.busy == 0
-        finally:
-            ctx.gate.set()
-            pool.close()
 
     run(main())
 
 
 def test_a_cancelled_request_never_lets_a_context_serve_two_frames() -> None:
     async def main() -> None:
-        ctx = GatedContext()
-        pool = WorkerPool([ctx], queue_limit=4)
-        try:
+        with gated_pool(queue_limit=4) as (ctx, pool):
             first = asyncio.create_task(pool.run(lambda: FRAME))
             await started(ctx)
             first.cancel()  # the client gave up; the NPU is still busy with its frame
@@ -87,9 +94,6 @@ def test_a_cancelled_request_never_lets_a_context_serve_two_frames() -> None:
             outcome = await second
             assert outcome.queue_s > 0.04  # it waited for the first frame's thread to finish
             assert ctx.max_running == 1 and ctx.frames == 2
-        finally:
-            ctx.gate.set()
-            pool.close()
 
     run(main())
 
