@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from scaling_spec import scaling_spec
 
 from npudure.bench import BenchSession, BenchSettings, RunSpec
 from npudure.bench.cpu import CpuSample
@@ -55,20 +56,6 @@ def _cluster_status(cluster: LocalCluster) -> pb.ClusterStatus:
 def _session(cluster: LocalCluster, out: Path, frames: FrameSet, **kw: object) -> BenchSession:
     settings = BenchSettings(warmup_s=0.5, duration_s=kw.pop("duration_s", 2.0), settle_s=0.1)  # type: ignore[arg-type]
     return BenchSession(cluster.address, out, settings, frames, progress="quiet", command=["test"], **kw)  # type: ignore[arg-type]
-
-
-def _spec(session: BenchSession, run_id: str, per_board: int = 2) -> RunSpec:
-    boards = tuple(session.boards)
-    return RunSpec(
-        run_id=run_id,
-        series="scaling",
-        experiment="scaling",
-        sequence=session.next_sequence(),
-        repetition=0,
-        boards=boards,
-        concurrency=per_board * len(boards),
-        per_board_concurrency=per_board,
-    )
 
 
 def _served(cluster: LocalCluster, board: str) -> int:
@@ -190,7 +177,7 @@ def test_restarted_agent_makes_the_run_invalid(
 
     with _session(cluster, tmp_path / "reboot", frames, duration_s=5.0) as bench:
         thread = _after_served(cluster, "board2", 15, reboot)  # ~1 s into the run
-        run = bench.execute(_spec(bench, "reboot"))
+        run = bench.execute(scaling_spec(bench, "reboot"))
         thread.join(timeout=30)
     assert not run.summary["valid"]
     assert "board_rebooted" in _rules(run.summary["invalid_reasons"])
@@ -208,7 +195,7 @@ def test_a_declared_reboot_is_noted_and_the_run_stays_valid(
 
     with _session(cluster, tmp_path / "planned", frames, duration_s=5.0, expect_reboot=("board2",)) as bench:
         thread = _after_served(cluster, "board2", 15, reboot)
-        run = bench.execute(_spec(bench, "planned"))
+        run = bench.execute(scaling_spec(bench, "planned"))
         thread.join(timeout=30)
     assert run.meta["boot_ids_before"]["board2"] != run.meta["boot_ids_after"]["board2"]
     assert run.summary["valid"], run.summary["invalid_reasons"]
@@ -250,7 +237,7 @@ def test_agent_stopped_mid_run_makes_the_run_invalid(
     try:
         with _session(cluster, tmp_path / "stopped", frames, duration_s=3.0) as bench:
             thread = _after_served(cluster, "board2", 25, lambda: cluster.kill_agent("board2"))  # ~1.6 s in
-            run = bench.execute(_spec(bench, "stopped"))
+            run = bench.execute(scaling_spec(bench, "stopped"))
             thread.join(timeout=30)
     finally:
         cluster.restart_agent("board2")
@@ -269,7 +256,7 @@ def test_saturated_generator_makes_the_run_invalid(
         return CpuSample(now, now, now)
 
     with _session(cluster, tmp_path / "busy", frames, cpu_probe=saturated) as bench:
-        run = bench.execute(_spec(bench, "busy"))
+        run = bench.execute(scaling_spec(bench, "busy"))
     assert _rules(run.summary["invalid_reasons"]) == {"generator_saturated"}
     assert run.meta["generator_cpu"]["loop_thread_fraction_of_core"] == pytest.approx(1.0)
 
@@ -289,7 +276,7 @@ def test_someone_else_loading_the_cluster_makes_the_run_invalid(
         thread = threading.Thread(target=intruder, daemon=True)
         thread.start()
         try:
-            run = bench.execute(_spec(bench, "foreign"))
+            run = bench.execute(scaling_spec(bench, "foreign"))
         finally:
             stop.set()
             thread.join(timeout=15)

@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from scaling_spec import scaling_spec
 
-from npudure.bench import BenchSession, BenchSettings, RunSpec, validity
+from npudure.bench import BenchSession, BenchSettings, validity
 from npudure.bench.payloads import make_frame_set
 from npudure.lab.local import LocalCluster
 
@@ -20,18 +21,7 @@ def _run(time_scale: float, per_board: int, out: Path) -> dict:
         BenchSession(cluster.address, out, settings, frames, progress="quiet", command=["test"]) as bench,
     ):
         boards = tuple(bench.boards)
-        run = bench.execute(
-            RunSpec(
-                run_id="r",
-                series="scaling",
-                experiment="scaling",
-                sequence=bench.next_sequence(),
-                repetition=0,
-                boards=boards,
-                concurrency=per_board * len(boards),
-                per_board_concurrency=per_board,
-            )
-        )
+        run = bench.execute(scaling_spec(bench, "r", per_board))
         lags = validity.emulation_lag_by_board(
             run.telemetry, list(boards), (run.meta["window_start_s"], run.meta["window_end_s"])
         )
