@@ -11,8 +11,9 @@ import argparse
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from npudure.bench.defaults import CAPACITY_CAP_MHZ, CAPACITY_POLICIES, QUICK_LADDER_MHZ, REFERENCE_LADDER_MHZ
 from npudure.scheduler.policies import POLICIES
@@ -40,28 +41,30 @@ QUICK = {
 }
 
 
-def _ints(text: str) -> list[int]:
+T = TypeVar("T", int, float)
+
+
+def _number_list(
+    text: str, convert: Callable[[str], T], what: str, example: str, bad: Callable[[T], bool], bound: str
+) -> list[T]:
+    """``text`` as comma-separated ``what`` via ``convert``; refused when empty or any value is ``bad``."""
     try:
-        values = [int(v) for v in text.split(",") if v.strip()]
+        values = [convert(v) for v in text.split(",") if v.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"{text!r}: expected comma-separated integers, e.g. 1,2,4,8"
+            f"{text!r}: expected comma-separated {what}, e.g. {example}"
         ) from None
-    if not values or any(v < 0 for v in values):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected non-negative integers")
+    if not values or any(bad(v) for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected {bound}")
     return values
+
+
+def _ints(text: str) -> list[int]:
+    return _number_list(text, int, "integers", "1,2,4,8", lambda v: v < 0, "non-negative integers")
 
 
 def _floats(text: str) -> list[float]:
-    try:
-        values = [float(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: expected comma-separated numbers, e.g. 10,20,40"
-        ) from None
-    if not values or any(v <= 0 for v in values):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected positive numbers")
-    return values
+    return _number_list(text, float, "numbers", "10,20,40", lambda v: v <= 0, "positive numbers")
 
 
 def _names(text: str) -> list[str]:
@@ -180,24 +183,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sweep = sub.add_parser("sweep", help="concurrency sweep and operating point")
     _common(sweep)
     sweep.add_argument("--sweep", type=_ints)
-    sweep.add_argument("--repetitions", type=int)
-    sweep.add_argument("--boards-max", type=int)
-    sweep.add_argument("--policy", type=_policy)
+    _series_args(sweep)
 
     scaling = sub.add_parser("scaling", help="1..N boards at a given per-board concurrency")
     _common(scaling)
-    scaling.add_argument(
-        "--concurrency", type=int, required=True, help="per-board concurrency (operating point)"
-    )
-    scaling.add_argument("--repetitions", type=int)
-    scaling.add_argument("--boards-max", type=int)
-    scaling.add_argument("--policy", type=_policy)
+    _operating_point(scaling)
+    _series_args(scaling)
 
     hetero = sub.add_parser("hetero", help="cap one board's CPU down a ladder, per policy")
     _common(hetero)
-    hetero.add_argument(
-        "--concurrency", type=int, required=True, help="per-board concurrency (operating point)"
-    )
+    _operating_point(hetero)
     hetero.add_argument("--hetero-ladder", type=_ints)
     hetero.add_argument("--hetero-policies", type=_policies)
     hetero.add_argument("--hetero-board")
@@ -208,9 +203,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="one board capped: each board alone, then all together per policy (fraction of capacity)",
     )
     _common(capacity)
-    capacity.add_argument(
-        "--concurrency", type=int, required=True, help="per-board concurrency (operating point)"
-    )
+    _operating_point(capacity)
     _capacity_args(capacity)
     capacity.add_argument("--hetero-board", help="board to cap (default: the first active board)")
     capacity.add_argument("--repetitions", type=int, default=1)
@@ -232,6 +225,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     recompute = sub.add_parser("recompute", help="recompute a result folder's figures from its raw samples")
     recompute.add_argument("result_dir", type=Path)
+
+
+def _operating_point(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--concurrency", type=int, required=True, help="per-board concurrency (operating point)")
+
+
+def _series_args(p: argparse.ArgumentParser) -> None:
+    """sweep's and scaling's --repetitions, --boards-max and --policy."""
+    p.add_argument("--repetitions", type=int)
+    p.add_argument("--boards-max", type=int)
+    p.add_argument("--policy", type=_policy)
 
 
 def _default(args: argparse.Namespace, name: str) -> Any:
