@@ -18,7 +18,7 @@ import pytest
 import yaml
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from npudure.agent.pool import WorkerPool
+from npudure.agent.pool import Outcome, WorkerPool
 from npudure.backends.base import NO_DETECTIONS, Context, ContextResult
 from npudure.lab.local import _terminate, free_port, wait_serving
 from npudure.proto import inference_pb2 as pb
@@ -63,6 +63,15 @@ async def _wait_for(predicate, timeout_s: float = 10.0) -> None:  # type: ignore
         await asyncio.sleep(0.01)
 
 
+async def _one_hung_call() -> tuple[threading.Event, WorkerPool, asyncio.Future[Outcome]]:
+    """A one-slot pool whose context blocks on ``stuck``, with one call in it, already hung."""
+    stuck = threading.Event()
+    pool = WorkerPool([GatedContext("a", stuck)], queue_limit=8)
+    call = asyncio.ensure_future(pool.run(lambda: FRAME))
+    await _wait_for(lambda: pool.hung(0.0) == 1)
+    return stuck, pool, call
+
+
 def test_pool_replaces_a_hung_context_and_releases_it_when_its_call_returns() -> None:
     async def scenario() -> None:
         stuck = threading.Event()
@@ -102,10 +111,7 @@ def test_pool_replaces_a_hung_context_and_releases_it_when_its_call_returns() ->
 
 def test_pool_abandons_no_more_hung_calls_than_it_has_slots() -> None:
     async def scenario() -> None:
-        stuck = threading.Event()
-        pool = WorkerPool([GatedContext("a", stuck)], queue_limit=8)
-        first = asyncio.ensure_future(pool.run(lambda: FRAME))
-        await _wait_for(lambda: pool.hung(0.0) == 1)
+        stuck, pool, first = await _one_hung_call()
         assert pool.recover_hung(0.0, lambda i: GatedContext("b", stuck)) == 1
         second = asyncio.ensure_future(pool.run(lambda: FRAME))
         await _wait_for(lambda: pool.hung(0.0) == 1)
@@ -121,10 +127,7 @@ def test_pool_abandons_no_more_hung_calls_than_it_has_slots() -> None:
 
 def test_a_failing_re_creation_leaves_the_slot_hung() -> None:
     async def scenario() -> None:
-        stuck = threading.Event()
-        pool = WorkerPool([GatedContext("a", stuck)], queue_limit=8)
-        call = asyncio.ensure_future(pool.run(lambda: FRAME))
-        await _wait_for(lambda: pool.hung(0.0) == 1)
+        stuck, pool, call = await _one_hung_call()
 
         def broken(index: int) -> Context:
             raise RuntimeError("init_runtime returned -1")
