@@ -29,12 +29,9 @@ def ensure_malloc_tuning() -> None:
     os.execve(sys.executable, [sys.executable, "-m", "npudure", *sys.argv[1:]], env)
 
 
-# The --log-level choices: logging's own level names, most verbose first.
-LOG_LEVELS = tuple(
-    name
-    for name, _ in sorted(logging.getLevelNamesMapping().items(), key=lambda kv: kv[1])
-    if name not in ("NOTSET", "WARN", "FATAL")
-)
+# The --log-level choices: logging's level names, most verbose first (getLevelNamesMapping is 3.11+,
+# and the agent runs on the boards' Python 3.10 too).
+LOG_LEVELS = tuple(logging.getLevelName(level) for level in (10, 20, 30, 40, 50))
 
 
 def add_service_arguments(parser: argparse.ArgumentParser, command: str, check_help: str) -> None:

@@ -43,7 +43,11 @@ BOARD_MODULES = (
     "npudure.security.access",
     "npudure.client.status",
 )
-AGENT_UNIT_TESTS = ("tests/test_hw_recovery.py", "tests/test_hw_cpucap.py", "tests/test_hw_soc.py")
+AGENT_UNIT_TESTS = (
+    "tests/integration/test_hang_recovery.py",
+    "tests/integration/test_cpu_cap_ladder.py",
+    "tests/unit/board/test_soc.py",
+)
 
 
 def find_python(version: str) -> str | None:

@@ -22,6 +22,7 @@ from npudure.config import AgentConfig, SimConfig
 from npudure.lab.local import free_port
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
+from npudure.security import access as security
 
 LADDER_MHZ = [2208, 1608, 1200, 1008, 816, 600]
 COMMON_KHZ = [408000, 600000, 816000, 1008000, 1200000, 1416000, 1608000, 1800000]
@@ -136,12 +137,15 @@ class _RealBoard(Backend):
 
 
 async def _ladder_over_grpc(config: AgentConfig, backend: Backend) -> list[pb.NodeStatus | str]:
+    """SetCpuCap down the ladder as an admin (SetCpuCap needs the admin token, like on a board)."""
+    assert config.admin.token_file, "the agent must have an admin token"
+    token = Path(config.admin.token_file).read_text().strip()
     ready = asyncio.Event()
     server = asyncio.create_task(serve(config, backend, ready))
     await asyncio.wait_for(ready.wait(), 30)
     replies: list[pb.NodeStatus | str] = []
     try:
-        async with grpc.aio.insecure_channel(config.listen) as channel:
+        async with security.aio_channel(config.listen, token=token, from_env=False) as channel:
             stub = rpc.NodeStub(channel)
             for mhz in [*LADDER_MHZ, 0, 3000]:
                 try:
@@ -155,11 +159,13 @@ async def _ladder_over_grpc(config: AgentConfig, backend: Backend) -> list[pb.No
 
 
 def _config(root: Path, **extra: object) -> AgentConfig:
+    token = security.write_token(root.parent / "admin-token")
     return AgentConfig(
         node_name="capped",
         listen=f"127.0.0.1:{free_port()}",
         metrics_port=0,
         affinity={"sysfs_root": str(root)},
+        admin={"token_file": str(token)},
         **extra,
     )
 

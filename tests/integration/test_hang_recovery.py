@@ -23,6 +23,7 @@ from npudure.backends.base import NO_DETECTIONS, Context, ContextResult
 from npudure.lab.local import _terminate, free_port, wait_serving
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
+from npudure.security import access as security
 
 FRAME = np.zeros((640, 640, 3), dtype=np.uint8)
 
@@ -164,6 +165,8 @@ def _infer(address: str, timeout_s: float) -> pb.InferResponse:
 @pytest.mark.timeout(120)
 def test_agent_recovers_from_an_npu_hang_by_itself(tmp_path: Path) -> None:
     address, metrics_port = f"127.0.0.1:{free_port()}", free_port()
+    token = security.write_token(tmp_path / "admin-token")  # InjectFault is an admin call
+    admin = (("authorization", f"Bearer {token.read_text().strip()}"),)
     config = tmp_path / "agent.yml"
     config.write_text(
         yaml.safe_dump(
@@ -176,6 +179,7 @@ def test_agent_recovers_from_an_npu_hang_by_itself(tmp_path: Path) -> None:
                 "hang_timeout_s": 1.0,
                 "hang_recovery_s": 1.5,
                 "affinity": {"sysfs_root": str(tmp_path / "no-sysfs")},
+                "admin": {"token_file": str(token)},
             }
         )
     )
@@ -189,7 +193,9 @@ def test_agent_recovers_from_an_npu_hang_by_itself(tmp_path: Path) -> None:
         wait_serving(address, 60, agent)
         assert _infer(address, 10).node == "hangs"
         with grpc.insecure_channel(address) as channel:
-            rpc.NodeStub(channel).InjectFault(pb.InjectFaultRequest(fault=pb.FAULT_HANG), timeout=5)
+            rpc.NodeStub(channel).InjectFault(
+                pb.InjectFaultRequest(fault=pb.FAULT_HANG), timeout=5, metadata=admin
+            )
         stuck = [pool.submit(_infer, address, 60) for _ in range(2)]  # both NPU contexts hang
         # First the hang shows (the scheduler takes the board out), then the board recovers alone.
         deadline = time.monotonic() + 20
@@ -211,7 +217,9 @@ def test_agent_recovers_from_an_npu_hang_by_itself(tmp_path: Path) -> None:
         assert re.search(r"^npudure_agent_context_recoveries_total 2\.0$", body, re.M), body
         # Clearing the fault lets the hung calls return; their old contexts are released.
         with grpc.insecure_channel(address) as channel:
-            rpc.NodeStub(channel).InjectFault(pb.InjectFaultRequest(fault=pb.FAULT_NONE), timeout=5)
+            rpc.NodeStub(channel).InjectFault(
+                pb.InjectFaultRequest(fault=pb.FAULT_NONE), timeout=5, metadata=admin
+            )
         for future in stuck:
             future.result(timeout=20)
         deadline = time.monotonic() + 10
