@@ -31,7 +31,10 @@ def ensure_malloc_tuning() -> None:
 
 # The --log-level choices: logging's level names, most verbose first (getLevelNamesMapping is 3.11+,
 # and the agent runs on the boards' Python 3.10 too).
-LOG_LEVELS = tuple(logging.getLevelName(level) for level in (10, 20, 30, 40, 50))
+LOG_LEVELS = tuple(
+    logging.getLevelName(level)
+    for level in (logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR, logging.CRITICAL)
+)
 
 
 def add_service_arguments(parser: argparse.ArgumentParser, command: str, check_help: str) -> None:
