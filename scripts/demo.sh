@@ -21,9 +21,9 @@ fi
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 step "1/4 emulated fleet: $boards boards + scheduler host (sim backend: EMULATED NPU)"
-npudure lab up --boards "$boards"
+npudure lab up --boards "$boards" --time-scale "$time_scale" # the inventory carries the scale
 step "2/4 ansible-playbook playbooks/site.yml"
-ansible-playbook -i "$inventory" playbooks/site.yml -e "npudure_agent_sim_time_scale=$time_scale"
+ansible-playbook -i "$inventory" playbooks/site.yml
 step "3/4 ansible-playbook playbooks/verify.yml"
 ansible-playbook -i "$inventory" playbooks/verify.yml
 step "4/4 ansible-playbook playbooks/benchmark.yml"

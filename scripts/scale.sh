@@ -18,11 +18,11 @@ inventory=inventory/lab/hosts.yml
 time_scale=${2:-$(python -m npudure.lab.timescale --boards "$boards")}
 echo "scale: $boards boards at time scale $time_scale"
 SECONDS=0
-npudure lab up --boards "$boards" --timeout 180
+npudure lab up --boards "$boards" --time-scale "$time_scale" --timeout 180
 echo "scale: lab up in ${SECONDS}s"
 echo "scale: idle machines (systemd + sshd):"
 python -m npudure.lab.footprint --seconds 5
-ansible-playbook -i "$inventory" playbooks/site.yml -e "npudure_agent_sim_time_scale=$time_scale" >/tmp/npudure-scale-site.log
+ansible-playbook -i "$inventory" playbooks/site.yml >/tmp/npudure-scale-site.log
 echo "scale: provisioned in ${SECONDS}s (log /tmp/npudure-scale-site.log)"
 echo "scale: idle machines with the agent / scheduler running:"
 python -m npudure.lab.footprint --seconds 10

@@ -9,6 +9,16 @@ from pathlib import Path
 from npudure.lab.host import LabError
 
 
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number (e.g. 2.5)") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be above 0 (got {text})")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="lab_command", metavar="ACTION", required=True)
 
@@ -43,6 +53,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="boot the last N boards from an arm64 Debian image under qemu-user (needs qemu-user-static; "
         "the image is built once, ~3-5 min). Default 0",
+    )
+    up.add_argument(
+        "--time-scale",
+        type=_positive,
+        default=None,
+        metavar="X",
+        help="emulated NPU service-time multiplier written into the inventory (default: picked so the "
+        "fleet at full load asks for at most half of this host's cores; e.g. 2.5 for 3 boards on 2 cores)",
     )
     up.add_argument(
         "--inventory",
@@ -80,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
                 timeout=args.timeout,
                 keep_on_failure=args.keep_on_failure,
                 arm64_boards=args.arm64_boards,
+                time_scale=args.time_scale,
             )
             return 0
         if args.lab_command == "down":

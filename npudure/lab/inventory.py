@@ -31,6 +31,7 @@ def render(
     irq_proc_root: str = "/proc",
     sysfs_root: str = SYSFS_ROOT,
     arm64: Collection[str] = (),
+    sim_time_scale: float = 1.0,
 ) -> dict:
     boards: dict[str, dict] = {n.name: {"ansible_host": n.address} for n in nodes if n.role == "board"}
     for name in arm64:  # an arm64 Debian board under qemu-user: slower, so longer timeouts are fair
@@ -48,6 +49,8 @@ def render(
                 "ansible_python_interpreter": "/usr/bin/python3",
                 "npudure_lab": True,
                 "npudure_backend": backend,
+                # The emulated NPU's pace, picked for this host (npudure.lab.timescale); -e overrides.
+                "npudure_agent_sim_time_scale": sim_time_scale,
                 "npudure_agent_sysfs_root": sysfs_root,
                 "npudure_irq_proc_root": irq_proc_root,
             },

@@ -23,6 +23,7 @@ from npudure.lab import board as boardmod
 from npudure.lab import image as imagemod
 from npudure.lab import inventory as invmod
 from npudure.lab import network as net
+from npudure.lab import timescale
 from npudure.lab.host import SBIN_PATH, LabError, is_mountpoint, preflight, run, ssh_keygen
 
 DEFAULT_STATE_DIR = Path("/var/lib/npudure/lab")
@@ -161,6 +162,19 @@ class Lab:
         return self.paths(name).root
 
     # ---- up ------------------------------------------------------------------------------------
+    def _write_inventory(self, state: dict, nodes: list[net.Node], inventory: Path) -> None:
+        arm64 = arm64_board_names(nodes, state.get("arm64_boards", 0))
+        invmod.write(
+            inventory,
+            invmod.render(
+                nodes,
+                self.key,
+                backend=state["backend"],
+                arm64=arm64,
+                sim_time_scale=state.get("time_scale", 1.0),
+            ),
+        )
+
     def up(
         self,
         boards: int = 3,
@@ -171,19 +185,35 @@ class Lab:
         log: Log = print,
         keep_on_failure: bool = False,
         arm64_boards: int = 0,
+        time_scale: float | None = None,
     ) -> list[net.Node]:
         """Build the image if needed, boot every machine, wait for sshd, write the inventory.
 
+        The inventory carries the sim ``time_scale`` (default: what ``npudure.lab.timescale`` picks for
+        this host and this many boards), so a plain ``site.yml`` deploys boards the host can keep up with.
         The last ``arm64_boards`` boards boot an arm64 Debian image under qemu-user (binfmt_misc).
         On failure everything made so far is removed again (boot logs are kept in
         ``<state_dir>/last-failure/``) unless `keep_on_failure`.
         """
         if not 0 <= arm64_boards <= boards:
             raise LabError(f"--arm64-boards must be between 0 and the number of boards ({boards})")
+        if time_scale is not None and not time_scale > 0:
+            raise LabError(f"--time-scale must be a positive number (got {time_scale:g})")
+        if time_scale is None:
+            time_scale, why = timescale.pick(boards, os.cpu_count() or 1)
+            log(f"emulated NPU {why}")
         preflight()
         with machine_lock(log):
             return self._up(
-                boards, scheduler_host, backend, inventory, timeout, log, keep_on_failure, arm64_boards
+                boards,
+                scheduler_host,
+                backend,
+                inventory,
+                timeout,
+                log,
+                keep_on_failure,
+                arm64_boards,
+                time_scale,
             )
 
     def _up(
@@ -196,6 +226,7 @@ class Lab:
         log: Log,
         keep_on_failure: bool,
         arm64_boards: int = 0,
+        time_scale: float = 1.0,
     ) -> list[net.Node]:
         nodes = net.plan_nodes(boards, scheduler_host)
         state = self._load()
@@ -208,6 +239,10 @@ class Lab:
             )
             if same and state.get("phase") == "up" and all(s.ssh_ok for s in self.status()):
                 log(f"the lab is already up with {boards} boards; reusing it")
+                if state.get("time_scale") != time_scale:  # the only setting a reuse may change
+                    state["time_scale"] = time_scale
+                    self._write_inventory(state, self.nodes, Path(state["inventory"]))
+                    self._save(state)
                 return self.nodes
             what = (
                 f"a lab with {state.get('boards')} boards (scheduler host: {state.get('scheduler_host')}, "
@@ -227,6 +262,7 @@ class Lab:
             "scheduler_host": scheduler_host,
             "backend": backend,
             "arm64_boards": arm64_boards,
+            "time_scale": time_scale,
             "nodes": [n.__dict__ for n in nodes],
             "inventory": str(inventory.resolve()),
             "created_dirs": [],
@@ -301,7 +337,7 @@ class Lab:
         log(f"{len(nodes)} machines booting; waiting for sshd on each (up to {timeout:.0f} s)")
         self._wait_ssh(nodes, timeout)
 
-        invmod.write(inventory, invmod.render(nodes, self.key, backend=state["backend"], arm64=arm64))
+        self._write_inventory(state, nodes, inventory)
         state["phase"] = "up"
         self._save(state)
         log(

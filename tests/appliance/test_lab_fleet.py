@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
+import yaml
 
 from npudure.lab import Lab, LabError, network
 from npudure.lab import board as boardmod
@@ -71,6 +72,14 @@ def test_boards_have_distinct_identity_and_addresses(lab):
     # The D-Bus machine-id follows /etc/machine-id instead of the image's shared one.
     dbus = lab.exec("board1", ["cat", "/var/lib/dbus/machine-id"], check=True).stdout.strip()
     assert dbus == seen["board1"][0]
+
+
+def test_inventory_carries_the_time_scale_picked_for_this_host(lab):
+    from npudure.lab import timescale
+
+    inv = yaml.safe_load(lab.inventory_path.read_text())
+    picked, _why = timescale.pick(2, os.cpu_count() or 1)
+    assert inv["all"]["vars"]["npudure_agent_sim_time_scale"] == picked
 
 
 def test_fake_hardware_is_visible_inside(lab):

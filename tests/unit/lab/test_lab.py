@@ -46,8 +46,9 @@ def test_interface_names_fit_the_kernel_limit():
 def test_inventory_shape(tmp_path):
     key = tmp_path / "ssh" / "id_ed25519"
     nodes = network.plan_nodes(2, scheduler_host=True)
-    inv = yaml.safe_load(inventory.to_yaml(inventory.render(nodes, key, backend="onnx")))
+    inv = yaml.safe_load(inventory.to_yaml(inventory.render(nodes, key, backend="onnx", sim_time_scale=2.5)))
     v = inv["all"]["vars"]
+    assert v["npudure_agent_sim_time_scale"] == 2.5
     assert v["ansible_user"] == "root"
     assert v["ansible_ssh_private_key_file"] == str(key.resolve())
     assert "StrictHostKeyChecking=no" in v["ansible_ssh_common_args"]
@@ -274,3 +275,20 @@ def test_cli_parses_nested_actions():
     assert (args.lab_command, args.boards, args.scheduler_host, args.backend) == ("up", 4, False, "onnx")
     args = parser.parse_args(["exec", "board2", "--", "cat", "/proc/interrupts"])
     assert args.board == "board2" and args.cmd[-2:] == ["cat", "/proc/interrupts"]
+
+
+def test_lab_up_refuses_a_time_scale_that_is_not_positive(tmp_path):
+    from npudure.lab.lab import Lab
+
+    with pytest.raises(LabError, match="--time-scale must be a positive number"):
+        Lab(tmp_path / "state").up(boards=1, time_scale=0.0, log=lambda _m: None)
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "fast"])
+def test_lab_up_cli_rejects_a_bad_time_scale_with_usage_exit(value, capsys):
+    from npudure.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["lab", "up", "--time-scale", value])
+    assert exc.value.code == 2
+    assert "--time-scale" in capsys.readouterr().err
