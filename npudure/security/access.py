@@ -49,7 +49,17 @@ def _read(path: str, what: str) -> bytes:
 
 
 def read_token(path: str) -> str:
-    """The admin token; refused when group or others can read the file."""
+    """The admin token; refused when group or others can read the file.
+
+    ``$VARS`` in the path are expanded: the units name systemd's copy as
+    ``${CREDENTIALS_DIRECTORY}/admin-token`` (LoadCredential=), so the original stays root's.
+    """
+    path = os.path.expandvars(path)
+    if "$" in path:
+        raise SecurityError(
+            f"the admin token file {path} names an unset environment variable (under systemd, "
+            "LoadCredential=admin-token:... in the unit sets $CREDENTIALS_DIRECTORY)"
+        )
     try:
         mode = os.stat(path).st_mode
     except OSError as exc:

@@ -248,9 +248,12 @@ def test_agent_templates_render_a_config_the_agent_accepts(tmp_path: Path) -> No
         "DeviceAllow=/dev/rknpu rw",
         "DeviceAllow=char-drm rw",
         "ExecStart=/opt/npudure/venv/bin/npudure agent --config /etc/npudure/agent.yml",
+        "LoadCredential=admin-token:/etc/npudure/admin-token",
     ):
         assert line in unit.splitlines(), f"{line!r} missing from the agent unit"
     assert unit.startswith("#")
+    # The service reads systemd's copy of the root-only token file.
+    assert agent.admin.token_file == "${CREDENTIALS_DIRECTORY}/admin-token"
 
 
 def test_scheduler_templates_render_the_boards_of_the_inventory(tmp_path: Path) -> None:
@@ -268,6 +271,8 @@ def test_scheduler_templates_render_the_boards_of_the_inventory(tmp_path: Path) 
     assert sched.policy == "p2c" and sched.thermal_limit_c is None
     unit = (out / "sched-npudure-scheduler.service").read_text().splitlines()
     assert "ProtectSystem=strict" in unit and "Restart=on-failure" in unit
+    assert "LoadCredential=admin-token:/etc/npudure/admin-token" in unit
+    assert sched.admin.token_file == "${CREDENTIALS_DIRECTORY}/admin-token"
 
 
 # ---------------------------------------------------------------- the wheelhouse script

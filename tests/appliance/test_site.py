@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import shutil
 import subprocess
 import sys
@@ -32,6 +33,7 @@ BIN = Path(sys.executable).parent
 LAB_INVENTORY = ROOT / "inventory" / "lab" / "hosts.yml"
 SITE = ROOT / "playbooks" / "site.yml"
 # The marker of a run that got past the preflight: the wheelhouse play started.
+WEDGE = Path(__file__).with_name("wedge_loop.py")
 WHEELHOUSE_TASK = "TASK [npudure_wheelhouse : Build or reuse the wheelhouse"
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.timeout(2400)]
@@ -227,6 +229,44 @@ def test_molecule_converge_idempotence_verify(fleet: Path, source: Path) -> None
         assert re.search(rf"{step}\W+Executed: Successful", output), f"molecule {step} did not succeed"
     # The molecule verify play read CPUAffinity and the IRQ masks back inside each board.
     assert "Assert the agent runs on the big cores and the NPU IRQs go to the little ones" in output
+
+
+def _board(inventory: Path, module: str, args: str, timeout: float = 120) -> str:
+    done = _run([BIN / "ansible", "-i", inventory, "board1", "-m", module, "-a", args], timeout=timeout)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_systemd_ends_an_agent_whose_event_loop_is_wedged(fleet: Path) -> None:
+    # Real systemd in a board: the installed agent as a transient Type=notify service whose loop is
+    # wedged 3 s after start (tests/appliance/wedge_loop.py); WatchdogSec=2 must end it as "watchdog".
+    unit = f"npudure-wedge-{secrets.token_hex(3)}"
+    venv_python = "/opt/npudure/venv/bin/python"
+    config = "node_name: wedge\nlisten: 127.0.0.1:50998\nmetrics_port: 0\n"
+    _board(fleet, "copy", json.dumps({"src": str(WEDGE), "dest": "/tmp/npudure-wedge.py"}))
+    _board(fleet, "copy", json.dumps({"content": config, "dest": "/tmp/npudure-wedge.yml"}))
+    start = (
+        f"systemd-run --unit={unit} -p Type=notify -p NotifyAccess=main -p WatchdogSec=2 "
+        f"{venv_python} /tmp/npudure-wedge.py 3 agent --config /tmp/npudure-wedge.yml"
+    )
+    # Until the watchdog fires (or 60 s): the unit's result and what systemd logged about it.
+    wait = (
+        f"for i in $(seq 60); do r=$(systemctl show -p Result --value {unit}); "
+        f'[ "$r" = watchdog ] && break; sleep 1; done; echo "result=$r"; '
+        f"journalctl -u {unit} --no-pager -o cat | grep -i watchdog || true"
+    )
+    try:
+        _board(fleet, "command", start)
+        out = _board(fleet, "shell", wait, timeout=120)
+    finally:
+        _board(
+            fleet,
+            "shell",
+            f"systemctl stop {unit}; systemctl reset-failed {unit}; "
+            "rm -f /tmp/npudure-wedge.py /tmp/npudure-wedge.yml; true",
+        )
+    assert "result=watchdog" in out, out
+    assert re.search(r"[Ww]atchdog timeout", out), out
 
 
 def test_check_mode_on_the_converged_fleet_changes_nothing(fleet: Path, source: Path) -> None:
