@@ -25,6 +25,34 @@ def _short(reasons: list[str]) -> str:
     return first + (f" (+{more} more)" if more else "")
 
 
+# The project's scaling goals on emulated boards (a host that is never the bottleneck, runs valid).
+EFFICIENCY_GOALS = {3: 0.995, 8: 0.98, 16: 0.97}
+P99_GROWTH_GOAL = 0.05
+
+
+def goal_lines(points: Mapping[int, Mapping[str, Any]]) -> list[str]:
+    """Each goal this run can speak to: met, or not met with the repetitions' range (is it noise?)."""
+    one = points.get(1)
+    if not one or _invalid_reasons(one):
+        return []
+    lines = []
+    thr1 = one["throughput_mean_inf_per_s"]
+    p99_1 = one["latency_pooled_ms"]["p99"]
+    for n, goal in EFFICIENCY_GOALS.items():
+        p = points.get(n)
+        if not p or _invalid_reasons(p) or p.get("efficiency") is None:
+            continue
+        eff = p["efficiency"]
+        growth = p["latency_pooled_ms"]["p99"] / p99_1 - 1
+        per_run = [t / (n * thr1) for t in p.get("throughput_per_run_inf_per_s") or []]
+        spread = f"; repetitions {min(per_run):.1%}..{max(per_run):.1%}" if len(per_run) > 1 else ""
+        verdict = "met" if eff >= goal else f"NOT met ({eff:.1%}{spread})"
+        lines.append(f"  goal at {n} boards: efficiency >= {goal:.1%}: {verdict}")
+        ok = "met" if growth <= P99_GROWTH_GOAL else f"NOT met ({growth:+.1%})"
+        lines.append(f"  goal at {n} boards: p99 growth 1->{n} <= {P99_GROWTH_GOAL:.0%}: {ok}")
+    return lines
+
+
 def summary_lines(summary: Mapping[str, Any], time_scale: float | None = None) -> list[str]:
     """Human lines for the scaling experiment; a point with any invalid run prints "invalid"."""
     scaling = (summary.get("experiments") or {}).get("scaling") or {}
@@ -66,7 +94,7 @@ def summary_lines(summary: Mapping[str, Any], time_scale: float | None = None) -
             if spread is not None
             else f"  {n:2d} board(s): {thr:.1f} inf/s, {eff}, p99 {p99:.1f} ms ({growth}) ({reps})"
         )
-    return lines
+    return lines + goal_lines(points)
 
 
 def main(argv: list[str] | None = None) -> int:

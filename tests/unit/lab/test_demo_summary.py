@@ -28,6 +28,7 @@ def _point(n: int, thr: float, p99: float, invalid: list[str] | None = None) -> 
         },
         "invalid_runs": {f"scaling-n{n}-r0": invalid, f"scaling-n{n}-r1": invalid} if invalid else {},
         "throughput_mean_inf_per_s": thr,
+        "throughput_per_run_inf_per_s": [thr * 0.998, thr * 1.002],
         "efficiency": thr / (n * 60.0),
         "latency_pooled_ms": {"p99": p99},
         "boards": {f"board{i + 1}": {"latency_mean_ms": 30.0 + 3 * i} for i in range(n)},
@@ -81,3 +82,25 @@ def test_time_scale_keeps_the_fleet_within_half_the_host() -> None:
         assert demand <= 0.5 * cores + 1e-9 or scale == 1.0, (boards, cores)
         assert f"time scale {scale:g}" in why
     assert timescale.pick(16, 2)[0] > timescale.pick(3, 2)[0]
+
+
+def _three(thr3: float, p99_3: float) -> dict[str, Any]:
+    return _summary(_point(1, 60.0, 40.0), _point(2, 120.0, 40.0), _point(3, thr3, p99_3))
+
+
+def test_the_goals_at_three_boards_are_met() -> None:
+    lines = demo_summary.summary_lines(_three(179.8, 41.0))  # 99.9%, +2.5%
+    assert "  goal at 3 boards: efficiency >= 99.5%: met" in lines
+    assert "  goal at 3 boards: p99 growth 1->3 <= 5%: met" in lines
+
+
+def test_a_missed_goal_says_so_with_the_repetitions_range() -> None:
+    lines = demo_summary.summary_lines(_three(178.2, 43.0))  # 99.0%, +7.5%
+    eff = next(line for line in lines if "goal at 3 boards: efficiency" in line)
+    assert "NOT met (99.0%; repetitions 98.8%..99.2%)" in eff
+    assert any("p99 growth 1->3 <= 5%: NOT met (+7.5%)" in line for line in lines)
+
+
+def test_no_goal_is_claimed_for_an_invalid_point() -> None:
+    summary = _summary(_point(1, 60.0, 40.0), _point(2, 120.0, 40.0), _point(3, 179.8, 41.0, [LAG]))
+    assert not any("goal" in line for line in demo_summary.summary_lines(summary))
