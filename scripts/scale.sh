@@ -5,7 +5,7 @@
 #   sudo flock /tmp/npudure-lab.lock scripts/scale.sh 8 [time scale]
 # The lab is left up (take it down with: make lab-down). Results land in results/<run id>/.
 # NPUDURE_SCALE_BENCH_ARGS adds harness arguments, e.g. "--sweep 4 --sweep-repetitions 1" to skip
-# most of the saturation sweep. Provisioning 8 boards took ~6 min on the 2-core VM (16: not measured).
+# most of the saturation sweep. Provisioning took ~6 min for 8 boards and ~9.5 min for 16 on the 2-core VM.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 boards=${1:?usage: scripts/scale.sh BOARDS [TIME_SCALE]}
@@ -28,7 +28,9 @@ echo "scale: idle machines with the agent / scheduler running:"
 python -m npudure.lab.footprint --seconds 10
 run_id="$(date -u +%Y%m%dT%H%M%SZ)-scale$boards"
 rc=0
-npudure lab exec sched -- /opt/npudure/venv/bin/npudure bench run --target 127.0.0.1:50050 --quick \
+# The harness takes the benchmark lease, an admin call: it reads the token site.yml installed.
+npudure lab exec sched -- env NPUDURE_ADMIN_TOKEN_FILE=/etc/npudure/admin-token \
+  /opt/npudure/venv/bin/npudure bench run --target 127.0.0.1:50050 --quick \
   --no-hetero ${NPUDURE_SCALE_BENCH_ARGS:-} --out "/var/lib/npudure/bench/$run_id" --progress lines || rc=$?
 mkdir -p results
 sched_root=$(python -c 'from npudure.lab import Lab; print(Lab().root("sched"))')
