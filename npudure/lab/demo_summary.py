@@ -53,6 +53,13 @@ def goal_lines(points: Mapping[int, Mapping[str, Any]]) -> list[str]:
     return lines
 
 
+def _windows(points: Mapping[int, Mapping[str, Any]]) -> str:
+    """The measurement windows: the harness stretches them at low rates to collect enough samples."""
+    lengths = [float(p["conditions"].get("window_s_mean") or 0) for p in points.values()]
+    lo, hi = min(lengths), max(lengths)
+    return f"{lo:.1f} s windows" if hi - lo < 0.5 else f"{lo:.1f}-{hi:.1f} s windows"
+
+
 def summary_lines(summary: Mapping[str, Any], time_scale: float | None = None) -> list[str]:
     """Human lines for the scaling experiment; a point with any invalid run prints "invalid"."""
     scaling = (summary.get("experiments") or {}).get("scaling") or {}
@@ -68,8 +75,8 @@ def summary_lines(summary: Mapping[str, Any], time_scale: float | None = None) -
         + (f", time scale {time_scale:g}" if time_scale else "")
         + f"; policy {c.get('policy')}, {c.get('per_board_concurrency')} requests per board,"
         + f" {c.get('connections_per_board')} connections per board, {c.get('encoding')} frames"
-        + f" of {float(c.get('payload_bytes_mean') or 0) / 1e6:.2f} MB, {c.get('window_s_mean', 0):.0f} s"
-        + f" windows, host {os.cpu_count()} cores:"
+        + f" of {float(c.get('payload_bytes_mean') or 0) / 1e6:.2f} MB, {_windows(points)},"
+        + f" host {os.cpu_count()} cores:"
     ]
     for n in sorted(points):
         p = points[n]
