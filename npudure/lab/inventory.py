@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from npudure.lab.fakehw import SYSFS_ROOT
+from npudure.lab.fakehw import PROC_ROOT, SYSFS_ROOT
 from npudure.lab.network import Node
 
 SSH_COMMON_ARGS = "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"
@@ -28,7 +28,9 @@ def render(
     nodes: Sequence[Node],
     key_path: Path,
     backend: str = "sim",
-    irq_proc_root: str = "/proc",
+    # The fake NPU IRQ tree itself, not /proc: the boards also see it bind-mounted on /proc/irq, but under
+    # nspawn's read-only /proc/irq, and a sandboxed unit (ProtectControlGroups=) sees the real one on top.
+    irq_proc_root: str = PROC_ROOT,
     sysfs_root: str = SYSFS_ROOT,
     arm64: Collection[str] = (),
     sim_time_scale: float = 1.0,

@@ -57,7 +57,7 @@ def test_inventory_shape(tmp_path):
     assert v["npudure_lab"] is True
     assert v["npudure_backend"] == "onnx"
     assert v["npudure_agent_sysfs_root"] == "/var/lib/npudure-lab/sys"
-    assert v["npudure_irq_proc_root"] == "/proc"
+    assert v["npudure_irq_proc_root"] == "/var/lib/npudure-lab/proc"
     children = inv["all"]["children"]
     assert children["boards"]["hosts"] == {
         "board1": {"ansible_host": "10.231.0.11"},
