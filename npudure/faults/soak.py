@@ -66,6 +66,10 @@ class ProcVerdict:
     fds_start: int | None
     fds_end: int | None
     fd_growth: int | None
+    # Least-squares RSS slope over each half of the post-warm-up samples: a leak keeps its slope in the
+    # second half, a plateau's drops to ~0.
+    slope_first_mib_min: float | None = None
+    slope_second_mib_min: float | None = None
     passed: bool = False
     why: list[str] = field(default_factory=list)
 
@@ -91,6 +95,17 @@ def sample_processes(fleet: Fleet, t_s: float) -> list[ProcSample]:
             pid = rss = fds = None
         out.append(ProcSample(t_s, host, pid, rss, fds))
     return out
+
+
+def rss_slope_mib_per_min(samples: Sequence[ProcSample]) -> float | None:
+    """Least-squares slope of RSS against time, in MiB per minute (None for fewer than 2 samples)."""
+    points = [(s.t_s / 60.0, s.rss_kib / MIB) for s in samples if s.rss_kib is not None]
+    if len(points) < 2:
+        return None
+    mx = sum(t for t, _ in points) / len(points)
+    my = sum(r for _, r in points) / len(points)
+    var = sum((t - mx) ** 2 for t, _ in points)
+    return sum((t - mx) * (r - my) for t, r in points) / var if var else None
 
 
 def verdict(samples: Sequence[ProcSample], warmup_s: float, bounds: Bounds) -> list[ProcVerdict]:
@@ -121,6 +136,8 @@ def verdict(samples: Sequence[ProcSample], warmup_s: float, bounds: Bounds) -> l
             first.fds,
             last.fds,
             last.fds - first.fds,
+            rss_slope_mib_per_min(after[: (len(after) + 1) // 2]),
+            rss_slope_mib_per_min(after[len(after) // 2 :]),
         )
         pids = {s.pid for s in mine if s.pid is not None}
         if len(pids) > 1:
@@ -158,6 +175,8 @@ def table(verdicts: Sequence[ProcVerdict]) -> str:
         "fds start",
         "fds end",
         "fd growth",
+        "MiB/min 1st half",
+        "MiB/min 2nd half",
         "verdict",
     ]
     rows = [head]
@@ -175,6 +194,8 @@ def table(verdicts: Sequence[ProcVerdict]) -> str:
                 _f(v.fds_start),
                 _f(v.fds_end),
                 _f(v.fd_growth),
+                _f(v.slope_first_mib_min, 3),
+                _f(v.slope_second_mib_min, 3),
                 "PASS" if v.passed else "FAIL",
             ]
         )
