@@ -96,6 +96,9 @@ def channel_options(route: RouteInfo, extra: Sequence[tuple[str, object]] = ()) 
         ("grpc.initial_reconnect_backoff_ms", 200),
         ("grpc.max_reconnect_backoff_ms", 2000),
         ("grpc.use_local_subchannel_pool", 1),
+        # One channel, many boards: with TLS every board's certificate is checked against the fleet name
+        # they all carry (security.AGENT_FLEET_NAME), not against one board's address.
+        *([("grpc.ssl_target_name_override", security.AGENT_FLEET_NAME)] if route.tls else []),
         *extra,
     ]
 

@@ -27,6 +27,10 @@ from npudure.config import AdminConfig, TlsConfig
 
 log = logging.getLogger(__name__)
 
+# A name every agent's certificate carries besides its own addresses (the npudure_tls role adds it): a
+# proxyless channel reaches all boards through one target, and checks each board's certificate
+# against this one name instead of a per-board address.
+AGENT_FLEET_NAME = "npudure-agents"
 ENV_CA, ENV_CERT, ENV_KEY, ENV_TOKEN = (
     "NPUDURE_TLS_CA",
     "NPUDURE_TLS_CERT",

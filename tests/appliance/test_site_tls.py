@@ -23,8 +23,10 @@ import pytest
 import yaml
 from test_site import BIN, ROOT, _recap, _run, fleet, source  # noqa: F401 (fixtures)
 
+import npudure
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
+from npudure.security import access as security
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -134,17 +136,33 @@ def test_plaintext_client_is_refused(tls_fleet: dict) -> None:
     assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
 
 
+def test_proxyless_reaches_every_board_over_tls(
+    tls_fleet: dict, ca_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One channel to the three boards, each with its own certificate, checked against the fleet name
+    # (npudure-agents) the role adds to every agent certificate.
+    admin = ca_dir / "admin"
+    monkeypatch.setenv(security.ENV_CA, str(ca_dir / "ca.crt"))
+    monkeypatch.setenv(security.ENV_CERT, str(admin / "admin.crt"))
+    monkeypatch.setenv(security.ENV_KEY, str(admin / "admin.key"))
+    frame = pb.InferRequest(encoding=pb.ENCODING_RAW_RGB, frame=bytes(640 * 640 * 3))
+    with npudure.connect(_scheduler_address(tls_fleet["inventory"])) as client:
+        assert client.route.tls
+        nodes = {client.infer(frame, timeout=30).node for _ in range(24)}
+    assert nodes == {"board1", "board2", "board3"}
+
+
 def _secure(address: str, ca: Path, cert: Path, key: Path) -> grpc.Channel:
     credentials = grpc.ssl_channel_credentials(ca.read_bytes(), key.read_bytes(), cert.read_bytes())
     return grpc.secure_channel(address, credentials)
 
 
 def test_only_an_admin_certificate_may_set_the_policy(tls_fleet: dict, ca_dir: Path, tmp_path: Path) -> None:
-    npudure = str(BIN / "npudure")
+    cli = str(BIN / "npudure")
     key, csr, cert = tmp_path / "viewer.key", tmp_path / "viewer.csr", tmp_path / "viewer.crt"
     for argv in (
-        [npudure, "pki", "csr", "--key", key, "--csr", csr, "--cn", "npudure-viewer"],
-        [npudure, "pki", "sign", "--ca-dir", ca_dir, "--csr", csr, "--out", cert, "--client-only"],
+        [cli, "pki", "csr", "--key", key, "--csr", csr, "--cn", "npudure-viewer"],
+        [cli, "pki", "sign", "--ca-dir", ca_dir, "--csr", csr, "--out", cert, "--client-only"],
     ):
         done = _run(argv, timeout=60)
         assert done.returncode == 0, done.stdout + done.stderr
