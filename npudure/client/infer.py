@@ -24,12 +24,12 @@ class ImageError(Exception):
 
 
 def load_image(path: Path) -> np.ndarray:
-    """An image file as a 640x640 RGB frame (resized; letterboxing is the caller's business)."""
+    """An image file letterboxed to a 640x640 RGB frame (boxes come back in that frame's pixels)."""
     from PIL import Image, UnidentifiedImageError
 
     try:
         with Image.open(path) as image:
-            return np.asarray(image.convert("RGB").resize((frames.INPUT_SIZE, frames.INPUT_SIZE)))
+            return frames.letterbox(image)
     except FileNotFoundError:
         raise ImageError(f"--image {path}: no such file") from None
     except UnidentifiedImageError:

@@ -21,7 +21,8 @@ import numpy as np
 
 from npudure.backends.base import sha256_file
 from npudure.model import toolkit as tk
-from npudure.vision.frames import INPUT_SIZE, synthetic_frame
+from npudure.vision import frames
+from npudure.vision.frames import synthetic_frame
 
 PLATFORMS = ("rk3576", "rk3588")
 META_FORMAT = 1
@@ -99,7 +100,7 @@ def check_onnx(path: Path) -> str:
 
 
 def load_images(folder: Path, limit: int | None = None) -> tuple[list[np.ndarray], str]:
-    """The user's images as 640x640 RGB uint8 (resized, not letterboxed), and a digest of the files."""
+    """The user's images letterboxed to 640x640 RGB uint8 (as YOLOv8 sees them), and the files' digest."""
     from PIL import Image, UnidentifiedImageError
 
     if not folder.is_dir():
@@ -117,8 +118,7 @@ def load_images(folder: Path, limit: int | None = None) -> tuple[list[np.ndarray
         digest.update(hashlib.sha256(data).digest())
         try:
             with Image.open(f) as img:
-                rgb = img.convert("RGB").resize((INPUT_SIZE, INPUT_SIZE), Image.Resampling.BILINEAR)
-                images.append(np.asarray(rgb, dtype=np.uint8))
+                images.append(frames.letterbox(img))
         except (UnidentifiedImageError, OSError) as exc:
             raise ConvertError(f"--images: {f} is not a readable image ({exc})", EX_DATAERR) from None
     return images, digest.hexdigest()

@@ -101,6 +101,27 @@ def fit(image: object) -> np.ndarray:
     return np.asarray(square.resize((INPUT_SIZE, INPUT_SIZE), Image.Resampling.BILINEAR), dtype=np.uint8)
 
 
+LETTERBOX_FILL = 114  # the grey YOLOv8 pads with in training and in Ultralytics' own inference
+
+
+def letterbox(image: object) -> np.ndarray:
+    """Fit a PIL image into the input square keeping its aspect ratio, centred on grey padding, RGB
+    uint8: what YOLOv8 saw in training, so calibration and inference frames should look the same."""
+    from PIL import Image
+
+    assert isinstance(image, Image.Image)
+    rgb = image.convert("RGB")
+    w, h = rgb.size
+    scale = INPUT_SIZE / max(w, h)
+    new_w, new_h = max(1, round(w * scale)), max(1, round(h * scale))
+    canvas = Image.new("RGB", (INPUT_SIZE, INPUT_SIZE), (LETTERBOX_FILL,) * 3)
+    canvas.paste(
+        rgb.resize((new_w, new_h), Image.Resampling.BILINEAR),
+        ((INPUT_SIZE - new_w) // 2, (INPUT_SIZE - new_h) // 2),
+    )
+    return np.asarray(canvas, dtype=np.uint8)
+
+
 # Seeded synthetic camera-like frames: the same seed gives the same frame on every machine. Used to
 # calibrate the untrained YOLOv8n, in tests, and by the bench as "real frames from a fixed seed".
 def synthetic_frame(seed: int, size: int = INPUT_SIZE) -> np.ndarray:

@@ -44,3 +44,16 @@ def test_jpeg_of_wrong_size_is_refused() -> None:
     small = frames.encode_jpeg(np.zeros((320, 320, 3), np.uint8))
     with pytest.raises(frames.FrameError, match="320x320"):
         frames.decode(pb.ENCODING_JPEG, small)
+
+
+def test_letterbox_keeps_the_aspect_ratio_on_yolo_grey() -> None:
+    from PIL import Image
+
+    wide = Image.new("RGB", (1280, 640), (255, 0, 0))  # 2:1 -> 640x320 band, 160 px of grey above/below
+    out = frames.letterbox(wide)
+    assert out.shape == frames.FRAME_SHAPE and out.dtype == np.uint8
+    assert (out[:160] == frames.LETTERBOX_FILL).all() and (out[480:] == frames.LETTERBOX_FILL).all()
+    assert (out[160:480] == (255, 0, 0)).all()
+    tall = frames.letterbox(Image.new("L", (100, 400), 0))  # grey-scale in, RGB out; 160 px band
+    assert tall.shape == frames.FRAME_SHAPE
+    assert (tall[:, :240] == frames.LETTERBOX_FILL).all() and (tall[:, 240:400] == 0).all()
