@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-pytest_plugins = ("pytester",)  # tests/test_harden_ci_skips.py runs the lab-skip hook in a sandbox
+pytest_plugins = ("pytester",)  # tests/unit/test_ci_skips.py runs the lab-skip hook in a sandbox
 sys.path.insert(0, str(Path(__file__).parent))
 # A few test modules share helpers and fixtures with a sibling (test_site_tls uses test_site's fleet):
 # they import it by name, so every test folder is importable.
@@ -55,7 +55,6 @@ def model_cache(tmp_path_factory: pytest.TempPathFactory):
 # The lab/fleet/molecule/fault/appliance tests may skip only when this machine truly cannot run them.
 # As root (or with CI=true) any other skip — a leftover bridge, another lab up, a lab that would not
 # boot — is a failure: a CI run must not go green without having run them.
-LAB_TEST_FILES = ("test_appliance", "test_lab_", "test_faults_fleet")
 MACHINE_CANNOT = (
     "needs root",
     "missing Debian packages",
@@ -71,13 +70,9 @@ def strict_lab_skips() -> bool:
     return os.geteuid() == 0 or os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
-def skip_is_a_failure(path: str, reason: str) -> bool:
-    name = Path(path).name
-    return (
-        strict_lab_skips()
-        and name.startswith(LAB_TEST_FILES)
-        and not any(fragment in reason for fragment in MACHINE_CANNOT)
-    )
+def skip_is_a_failure(is_lab_test: bool, reason: str) -> bool:
+    """A lab test is one marked ``lab`` (the marker, not the file name: files move)."""
+    return strict_lab_skips() and is_lab_test and not any(fragment in reason for fragment in MACHINE_CANNOT)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -86,6 +81,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = outcome.get_result()
     if report.skipped and isinstance(report.longrepr, tuple):
         reason = str(report.longrepr[2])
-        if skip_is_a_failure(str(item.path), reason):
+        if skip_is_a_failure(item.get_closest_marker("lab") is not None, reason):
             report.outcome = "failed"
             report.longrepr = f"a lab test skipped on a machine that can run it (root or CI): {reason}"
