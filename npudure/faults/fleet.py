@@ -100,7 +100,7 @@ def ensure_lab(boards: int, log: Log = print):
 
 def frozen_source(dest: Path) -> Path:
     """A copy of the package sources for the wheelhouse, so an edit elsewhere during the run does not
-    change what is deployed (same as tests/test_appliance.py)."""
+    change what is deployed (same as tests/appliance/test_site.py)."""
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         if (ROOT / name).is_file():
             shutil.copy2(ROOT / name, dest / name)

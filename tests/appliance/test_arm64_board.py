@@ -7,7 +7,7 @@ preflight refuses a model converted by another toolkit version than the board's 
 CI cost on this 2-core VM: the arm64 image is built once (~5 min, cached in /var/cache/npudure), then
 ~4.5 min (258 s measured): lab up, site.yml with the aarch64 wheelhouse and the install under qemu, the
 checks. Run by hand under
-the lab lock:  flock /tmp/npudure-lab.lock .venv/bin/pytest tests/test_rknn_arm64.py -q
+the lab lock:  flock /tmp/npudure-lab.lock .venv/bin/pytest tests/appliance/test_arm64_board.py -q
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ run a short fault suite — all six faults: agent kill, board reboot, link cut, 
 a host cgroup CPU quota), NPU hang, scheduler restart — under closed-loop load, and a 1-minute soak.
 A lab that is already up with the same shape is reused and left running; otherwise one is booted
 and taken down at the end. About 6-7 minutes:
-    sudo .venv/bin/pytest -m lab tests/test_faults_fleet.py
+    sudo .venv/bin/pytest -m lab tests/appliance/test_faults_fleet.py
 The other tests (timelines made up by hand) need nothing and run in a second.
 """
 

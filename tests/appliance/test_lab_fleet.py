@@ -1,7 +1,7 @@
 """The emulated fleet for real: two systemd-nspawn boards on this machine (root; ~10 s once the base
 image is cached, the first run builds it in 1-3 min).
 
-Run: ``sudo .venv/bin/pytest -m lab tests/test_lab_fleet.py``.
+Run: ``sudo .venv/bin/pytest -m lab tests/appliance/test_lab_fleet.py``.
 """
 
 from __future__ import annotations

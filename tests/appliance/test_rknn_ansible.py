@@ -2,7 +2,8 @@
 converts for rknn boards that name no model, and the runtime role's preflight compares the model's
 recorded toolkit version with the board's librknnrt (a local-connection "board" with a fake library).
 
-Uses the converted models from tests/test_rknn_convert.py's cache when present (else converts: ~1 min).
+Uses the converted models from the cache of tests/integration/test_rknn_convert.py when present (else
+converts: ~1 min).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@
 
 A lab that is already running (inventory/lab/hosts.yml present, every board answering) is used and
 left running; otherwise the module boots one and removes it at the end. Takes several minutes:
-    sudo .venv/bin/pytest -m lab tests/test_appliance.py
+    sudo .venv/bin/pytest -m lab tests/appliance/test_site.py
 """
 
 from __future__ import annotations

@@ -5,9 +5,9 @@ that changes nothing, verify.yml and a short benchmark.yml over TLS; then, from 
 plaintext client is refused by the scheduler and a certificate from the fleet CA whose CN is not an
 admin identity cannot call SetPolicy, while the operator's admin certificate can.
 
-Uses a running lab like tests/test_appliance.py (left running, but switched back to plaintext at the
+Uses a running lab like tests/appliance/test_site.py (left running, but switched back to plaintext at the
 end), or boots one and removes it:
-    sudo .venv/bin/pytest -m lab tests/test_appliance_tls.py
+    sudo .venv/bin/pytest -m lab tests/appliance/test_site_tls.py
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The rknn agent's start-up check: no librknnrt.so or no NPU device -> one clear line and exit 78.
 
 A fake ``rknnlite`` package on PYTHONPATH stands in for the aarch64-only wheel; the real one on a real
-arm64 board is exercised by tests/test_rknn_arm64.py (root, the lab).
+arm64 board is exercised by tests/appliance/test_arm64_board.py (root, the lab).
 """
 
 from __future__ import annotations
