@@ -190,8 +190,21 @@ class BoardMonitor:
             self._on_status(board)
 
     async def run(self) -> None:
+        """Health checks and status polls, each on its own clock: a status poll that waits out its
+        timeout on a frozen board must not delay the health checks that take that board out."""
+        status = asyncio.create_task(self._poll_status_forever())
+        try:
+            await self._check_health_forever()
+        finally:
+            status.cancel()
+
+    async def _poll_status_forever(self) -> None:
+        while True:
+            await self.poll_status()
+            await asyncio.sleep(self.config.status_interval_s)
+
+    async def _check_health_forever(self) -> None:
         board, config = self.board, self.config
-        next_status = 0.0
         while True:
             health = await self.check_once()
             if board.down:
@@ -211,7 +224,4 @@ class BoardMonitor:
                 board.record_failure(1, "its health check reports NOT_SERVING")
             elif health == "unreachable":
                 board.record_failure(config.failure_threshold, "health check got no answer")
-            if time.monotonic() >= next_status:
-                next_status = time.monotonic() + config.status_interval_s
-                await self.poll_status()
             await asyncio.sleep(config.health_interval_s)
