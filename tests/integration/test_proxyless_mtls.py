@@ -10,7 +10,7 @@ from pathlib import Path
 import grpc
 import numpy as np
 import pytest
-from mtls_cluster import tls_section
+from mtls_cluster import as_client, tls_section
 
 import npudure
 from npudure.lab.local import LocalCluster, free_port
@@ -35,12 +35,7 @@ def fleet(tmp_path: Path, fleet_name_in_certs: bool) -> Iterator[LocalCluster]:
         issued = pki.issue(ca, name, sans, tmp_path / name)
         boards[name] = {"listen": f"{address}:{free_port()}", "tls": tls_section(issued)}
     with pytest.MonkeyPatch.context() as mp:
-        for var, path in zip(
-            (security.ENV_CA, security.ENV_CERT, security.ENV_KEY),
-            (client.ca, client.cert, client.key),
-            strict=True,
-        ):
-            mp.setenv(var, str(path))
+        as_client(mp, client)
         with LocalCluster(
             boards=2,
             time_scale=0.2,

@@ -9,7 +9,7 @@ import grpc
 import pytest
 from conftest import run_service
 from loadgen import frame_bytes
-from mtls_cluster import mtls_cluster
+from mtls_cluster import as_client, mtls_cluster
 
 from npudure.lab.local import LocalCluster, free_port
 from npudure.proto import inference_pb2 as pb
@@ -33,18 +33,6 @@ def certs(tmp_path_factory) -> dict[str, pki.Issued]:
         "viewer": pki.issue(ca, "viewer", [], root / "viewer", usage="client"),
         "stranger": pki.issue(other, "npudure-admin", [], root / "stranger", usage="client"),
     }
-
-
-def as_client(monkeypatch: pytest.MonkeyPatch, issued: pki.Issued | None) -> None:
-    for var, value in zip(
-        (security.ENV_CA, security.ENV_CERT, security.ENV_KEY),
-        (issued.ca, issued.cert, issued.key) if issued else (None, None, None),
-        strict=True,
-    ):
-        if value is None:
-            monkeypatch.delenv(var, raising=False)
-        else:
-            monkeypatch.setenv(var, str(value))
 
 
 @pytest.fixture(scope="module")
