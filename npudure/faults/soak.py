@@ -4,6 +4,7 @@ against stated bounds, measured from the end of a warm-up (allocator pools and c
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -100,12 +101,10 @@ def sample_processes(fleet: Fleet, t_s: float) -> list[ProcSample]:
 def rss_slope_mib_per_min(samples: Sequence[ProcSample]) -> float | None:
     """Least-squares slope of RSS against time, in MiB per minute (None for fewer than 2 samples)."""
     points = [(s.t_s / 60.0, s.rss_kib / MIB) for s in samples if s.rss_kib is not None]
-    if len(points) < 2:
+    if len({t for t, _ in points}) < 2:  # linear_regression needs two distinct times
         return None
-    mx = sum(t for t, _ in points) / len(points)
-    my = sum(r for _, r in points) / len(points)
-    var = sum((t - mx) ** 2 for t, _ in points)
-    return sum((t - mx) * (r - my) for t, r in points) / var if var else None
+    minutes, mib = zip(*points, strict=True)
+    return statistics.linear_regression(minutes, mib).slope
 
 
 def verdict(samples: Sequence[ProcSample], warmup_s: float, bounds: Bounds) -> list[ProcVerdict]:
