@@ -19,9 +19,18 @@ from npudure.service.runtime import (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_service_arguments(parser, "scheduler", check_help="validate the config and exit")
+    parser.add_argument(
+        "--reload",
+        action="store_true",
+        help="validate the config and have the running scheduler apply its board set (ExecReload)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.reload:
+        from npudure.scheduler import reload
+
+        return reload.run(args.config)
     config = load_service_config(cfg.SchedulerConfig, args.config, "scheduler")
     if config is None:
         return EX_CONFIG
@@ -33,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from npudure.scheduler.server import StartupError, serve
 
     try:
-        asyncio.run(serve(config))
+        asyncio.run(serve(config, config_path=args.config))
     except SecurityError as exc:
         print(f"npudure scheduler: {exc}", file=sys.stderr)
         return EX_CONFIG
