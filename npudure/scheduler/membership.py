@@ -88,16 +88,18 @@ def restart_needed(old: SchedulerConfig, new: SchedulerConfig) -> list[str]:
     ]
 
 
-async def check_addresses(boards: Sequence[BoardConfig]) -> None:
-    """Every new board's host resolves: a typo is refused, not added as a board that never comes up."""
-    bad = []
+async def check_addresses(boards: Sequence[BoardConfig]) -> dict[str, str]:
+    """Every new board's host resolves (a typo is refused, not added as a board that never comes up);
+    name -> IP:port, what GetRoute lists."""
+    bad, resolved = [], {}
     for board in boards:
         try:
-            await asyncio.to_thread(resolve, board.address)
+            resolved[board.name] = await asyncio.to_thread(resolve, board.address)
         except (OSError, ValueError) as exc:
             bad.append(f"board {board.name}: cannot resolve {board.address} ({exc})")
     if bad:
         raise ReloadError("; ".join(bad))
+    return resolved
 
 
 class Host(Protocol):
@@ -174,10 +176,11 @@ class Membership:
             raise ReloadError("this scheduler was not started from a config file: nothing to reload")
         new = read_config(host.config_path)
         diff = diff_boards({b.name: b.address for b in host.boards}, self.leaving, new.boards)
-        await check_addresses(diff.added)
+        resolved = await check_addresses(diff.added)
         old = host.config
         host.config = old.model_copy(update={"boards": new.boards, "policy": new.policy})
         for board in diff.added:
+            host._resolved[board.name] = resolved[board.name]  # the route can list it at once
             self._add(board)
         for name in diff.removed:
             self._leave(host.by_name[name])
