@@ -24,11 +24,13 @@ from fleet_ops import (
     wait_for,
     write_boards,
 )
+from mtls_cluster import as_client, tls_section
 
 from npudure.lab.local import LocalCluster, wait_serving
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
+from npudure.security import pki
 
 MODES = ["scheduler", "proxyless"]
 
@@ -127,3 +129,24 @@ def test_a_scheduler_restart_costs_central_clients_nothing_and_keeps_drains_and_
     assert failed == 0, errors
     assert after.policy == "round_robin"
     assert {b.name: pb.BoardState.Name(b.state)[12:] for b in after.boards}["board3"] == "DRAINING"
+
+
+def test_the_reload_command_reaches_a_tls_scheduler_with_its_own_identity(tmp_path, monkeypatch) -> None:
+    ca = tmp_path / "ca"
+    pki.make_ca(ca)
+    agent = tls_section(pki.issue(ca, "board", ["127.0.0.1"], tmp_path / "agent"))
+    scheduler = tls_section(pki.issue(ca, "npudure-scheduler", ["127.0.0.1"], tmp_path / "scheduler"))
+    admin = {"token_file": str(security.write_token(tmp_path / "admin-token"))}
+    as_client(monkeypatch, pki.issue(ca, "npudure-admin", [], tmp_path / "admin", usage="client"))
+    monkeypatch.setenv(security.ENV_TOKEN, admin["token_file"])
+    with LocalCluster(
+        boards=2,
+        time_scale=5.0,
+        agent_overrides={"tls": agent, "admin": {**admin, "identities": ["npudure-scheduler"]}},
+        scheduler_overrides={"tls": scheduler, "admin": admin},
+    ) as cluster:
+        write_boards(cluster, [("board1", cluster.agents["board1"].address)])
+        done = reload(cluster)
+        assert done.returncode == 0, done.stderr
+        assert "removing board2" in done.stdout
+        wait_for("board2 to leave", lambda: list(board_states(cluster)) == ["board1"])
