@@ -102,6 +102,13 @@ async def check_addresses(boards: Sequence[BoardConfig]) -> dict[str, str]:
     return resolved
 
 
+class LeaseLike(Protocol):
+    holder: str
+    expires: float  # time.monotonic()
+
+    def current(self) -> str: ...
+
+
 class Host(Protocol):
     """What the membership changes on the scheduler (npudure.scheduler.server.Scheduler)."""
 
@@ -113,6 +120,7 @@ class Host(Protocol):
     serving: ServingPusher
     monitors: list[BoardMonitor]
     metrics: SchedulerMetrics
+    lease: LeaseLike
     _tasks: list[asyncio.Task[None]]
     _resolved: dict[str, str]
 
@@ -130,11 +138,14 @@ class Membership:
     # ------------------------------------------------------------------ state across restarts
     def snapshot(self) -> state.SavedState:
         host = self.host
+        holder = host.lease.current()
         return state.SavedState(
             policy=host.dispatch.policy.name,
             config_policy=host.config.policy,
             drained=sorted(b.name for b in host.boards if b.draining and b.name not in self.leaving),
             inactive=sorted(b.name for b in host.boards if not b.active),
+            lease_holder=holder,
+            lease_until_unix=time.time() + host.lease.expires - time.monotonic() if holder else 0.0,
         )
 
     def save(self) -> None:
@@ -157,12 +168,16 @@ class Membership:
             board.active = board.name not in inactive
         policy = saved.policy_for(host.config.policy)
         host.dispatch.policy = make_policy(policy)
+        left_s = saved.lease_until_unix - time.time()
+        if saved.lease_holder and left_s > 0:
+            host.lease.holder, host.lease.expires = saved.lease_holder, time.monotonic() + left_s
         log.info(
-            "restored from %s: policy %s, drained %s, inactive %s",
+            "restored from %s: policy %s, drained %s, inactive %s, lease %s",
             self.state_path,
             policy,
             ", ".join(b.name for b in host.boards if b.draining) or "none",
             ", ".join(sorted(inactive)) or "none",
+            host.lease.current() or "none",
         )
 
     # ------------------------------------------------------------------ reload

@@ -109,7 +109,9 @@ def test_a_bad_board_list_fails_the_reload_and_the_scheduler_keeps_its_boards() 
             assert set(board_states(cluster).values()) == {"UP"}
 
 
-def test_a_scheduler_restart_costs_central_clients_nothing_and_keeps_drains_and_policy(tmp_path) -> None:
+def test_a_scheduler_restart_costs_central_clients_nothing_and_keeps_drains_policy_and_lease(
+    tmp_path,
+) -> None:
     with _cluster(
         workdir=tmp_path, scheduler_overrides={"state_file": str(tmp_path / "state.json")}
     ) as cluster:
@@ -117,6 +119,7 @@ def test_a_scheduler_restart_costs_central_clients_nothing_and_keeps_drains_and_
             admin = rpc.ClusterStub(channel)
             admin.DrainNode(pb.DrainNodeRequest(node="board3", drain=True), timeout=5)
             admin.SetPolicy(pb.SetPolicyRequest(policy="round_robin"), timeout=5)
+            admin.AcquireLease(pb.LeaseRequest(holder="bench on host", ttl_s=300), timeout=5)
         load = start_load(cluster, "scheduler", duration_s=8.0)
         time.sleep(2.0)
         sigterm(cluster.scheduler)
@@ -128,6 +131,7 @@ def test_a_scheduler_restart_costs_central_clients_nothing_and_keeps_drains_and_
     assert total > 50
     assert failed == 0, errors
     assert after.policy == "round_robin"
+    assert after.lease_holder == "bench on host"
     assert {b.name: pb.BoardState.Name(b.state)[12:] for b in after.boards}["board3"] == "DRAINING"
 
 
