@@ -8,8 +8,10 @@ and proxyless (straight to the boards on the scheduler's route).
 
 from __future__ import annotations
 
+import threading
 import time
 
+import grpc
 import pytest
 from fleet_ops import (
     add_agent,
@@ -24,8 +26,10 @@ from fleet_ops import (
     wait_for,
     write_boards,
 )
+from loadgen import frame_bytes
 from mtls_cluster import as_client, tls_section
 
+import npudure
 from npudure.lab.local import LocalCluster, wait_serving
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
@@ -154,3 +158,33 @@ def test_the_reload_command_reaches_a_tls_scheduler_with_its_own_identity(tmp_pa
         assert done.returncode == 0, done.stderr
         assert "removing board2" in done.stdout
         wait_for("board2 to leave", lambda: list(board_states(cluster)) == ["board1"])
+
+
+def test_npudure_connect_in_central_mode_rides_out_a_scheduler_restart() -> None:
+    request = pb.InferRequest(encoding=pb.ENCODING_RAW_RGB, frame=frame_bytes())
+    served, errors = [], []
+    stop = threading.Event()
+    with (
+        LocalCluster(boards=2, time_scale=3.0) as cluster,
+        npudure.connect(cluster.address, mode="central") as client,
+    ):
+
+        def worker() -> None:
+            while not stop.is_set():
+                try:
+                    served.append(client.infer(request, timeout=15).node)
+                except grpc.RpcError as exc:
+                    errors.append(f"{exc.code().name}: {exc.details()}")
+
+        threads = [threading.Thread(target=worker) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        time.sleep(1.5)
+        before = len(served)
+        cluster.restart_scheduler()
+        time.sleep(1.5)
+        stop.set()
+        for thread in threads:
+            thread.join(30)
+    assert before > 5 and len(served) > before + 5
+    assert errors == []
