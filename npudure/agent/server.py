@@ -24,7 +24,7 @@ from npudure.config import AgentConfig
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
-from npudure.service import sdnotify
+from npudure.service import grpc_limits, sdnotify
 from npudure.service.runtime import SERVER_OPTIONS, wait_for_shutdown
 from npudure.vision import frames
 
@@ -39,12 +39,8 @@ SERVICE_NAMES = (
 
 
 # Proxyless clients ping every second to notice a cut link (npudure.client.proxyless): without these
-# the server would answer frequent pings with GOAWAY "too_many_pings".
-KEEPALIVE = (
-    ("grpc.keepalive_permit_without_calls", 1),
-    ("grpc.http2.min_recv_ping_interval_without_data_ms", 500),
-    ("grpc.http2.max_ping_strikes", 0),
-)
+# the server would answer frequent pings with GOAWAY "too_many_pings" (grpc_limits: 500 ms allowed).
+KEEPALIVE = grpc_limits.KEEPALIVE_ENFORCEMENT
 
 
 def _us(seconds: float) -> int:
@@ -291,19 +287,16 @@ async def serve(
     agent = Agent(config, backend, split, board_soc)
     if config.affinity.pin_io_to_little and not split.uniform:
         cores.pin_current_thread(split.little)  # gRPC's own threads inherit the main thread's mask
-    options = [
-        *SERVER_OPTIONS,
-        ("grpc.max_receive_message_length", config.max_message_bytes),
-        ("grpc.max_send_message_length", config.max_message_bytes),
-        *KEEPALIVE,
-    ]
-    server = grpc.aio.server(options=options)
+    server = grpc_limits.server(
+        config.limits, config.max_message_bytes, config.queue_limit + agent.pool.size, SERVER_OPTIONS
+    )
     server.add_generic_rpc_handlers((agent.inference_handler(),))
     rpc.add_NodeServicer_to_server(agent, server)
     health_pb2_grpc.add_HealthServicer_to_server(agent.health, server)
     reflection.enable_server_reflection(SERVICE_NAMES, server)
-    security.add_port(server, config.listen, config.tls)
+    port = security.add_port(server, config.listen, config.tls)
     await server.start()
+    connections = asyncio.create_task(grpc_limits.watch_connections(port, config.limits))
     agent.metrics.serve(config.listen, config.metrics_port, config.metrics_listen, config.tls)
     await agent.publish_health()
     watchdog = asyncio.create_task(agent.watch_hangs())
@@ -328,6 +321,7 @@ async def serve(
         sdnotify.notify("STOPPING=1")
         pinger.cancel()
         watchdog.cancel()
+        connections.cancel()
         await agent.health.enter_graceful_shutdown()
         await server.stop(grace=2)
         agent.pool.close()

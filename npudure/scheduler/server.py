@@ -20,7 +20,7 @@ from npudure.scheduler.metrics import SchedulerMetrics
 from npudure.scheduler.policies import POLICIES, make_policy
 from npudure.scheduler.route import ServingPusher, build_route, resolve
 from npudure.security import access as security
-from npudure.service import sdnotify
+from npudure.service import grpc_limits, sdnotify
 from npudure.service.runtime import SERVER_OPTIONS, wait_for_shutdown
 
 log = logging.getLogger(__name__)
@@ -250,18 +250,15 @@ class Scheduler(rpc.ClusterServicer):
 
 async def serve(config: SchedulerConfig, ready: asyncio.Event | None = None) -> None:
     scheduler = Scheduler(config)  # SecurityError (a token or certificate file) is a configuration error
-    server = grpc.aio.server(
-        options=[
-            *SERVER_OPTIONS,
-            ("grpc.max_receive_message_length", config.max_message_bytes),
-            ("grpc.max_send_message_length", config.max_message_bytes),
-        ]
+    inflight = len(config.boards) * config.board_max_inflight
+    server = grpc_limits.server(
+        config.limits, config.max_message_bytes, config.queue_limit + inflight, SERVER_OPTIONS
     )
     server.add_generic_rpc_handlers((scheduler.inference_handler(),))
     rpc.add_ClusterServicer_to_server(scheduler, server)
     health_pb2_grpc.add_HealthServicer_to_server(scheduler.health, server)
     reflection.enable_server_reflection(SERVICE_NAMES, server)
-    security.add_port(server, config.listen, config.tls)
+    port = security.add_port(server, config.listen, config.tls)
     try:
         await scheduler.wait_for_boards()
     except StartupError:
@@ -269,6 +266,7 @@ async def serve(config: SchedulerConfig, ready: asyncio.Event | None = None) -> 
         raise
     scheduler.start_monitors()
     await server.start()
+    connections = asyncio.create_task(grpc_limits.watch_connections(port, config.limits))
     scheduler.metrics.serve(config.listen, config.metrics_port, config.metrics_listen, config.tls)
     for name in ("", INFERENCE):
         await scheduler.health.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -287,6 +285,7 @@ async def serve(config: SchedulerConfig, ready: asyncio.Event | None = None) -> 
     finally:
         sdnotify.notify("STOPPING=1")
         pinger.cancel()
+        connections.cancel()
         await scheduler.health.enter_graceful_shutdown()
         await server.stop(grace=2)
         await scheduler.close()
