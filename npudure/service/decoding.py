@@ -121,3 +121,35 @@ def _stream_parser(parse):
             yield await parse(request, context)
 
     return iterate
+
+
+class _CallEndedFilter(logging.Filter):
+    """grpcio logs an ERROR with a traceback when a call ends (its deadline passes, its connection is
+    closed) while the servicer is answering it: a client's doing, not a server fault. One INFO line
+    without the traceback instead, at most once per ``LOG_EVERY_S``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._last = float("-inf")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith("ExecuteBatchError raised in core"):
+            return True
+        now = time.monotonic()
+        if now - self._last < LOG_EVERY_S:
+            return False
+        self._last = now
+        record.levelno, record.levelname = logging.INFO, "INFO"
+        record.msg = f"{record.getMessage()}: the call ended while its answer was sent (more muted)"
+        record.args, record.exc_info, record.exc_text = (), None, None
+        return True
+
+
+_CALL_ENDED = _CallEndedFilter()
+
+
+def quiet_call_ended_errors() -> None:
+    """Install the filter on grpcio's aio server logger (idempotent)."""
+    logger = logging.getLogger("grpc._cython.cygrpc")
+    if _CALL_ENDED not in logger.filters:
+        logger.addFilter(_CALL_ENDED)

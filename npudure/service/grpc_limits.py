@@ -30,7 +30,7 @@ from pathlib import Path
 import grpc
 
 from npudure.config import ServerLimits
-from npudure.service.decoding import StrictDecoding
+from npudure.service.decoding import StrictDecoding, quiet_call_ended_errors
 
 log = logging.getLogger(__name__)
 
@@ -40,9 +40,11 @@ KEEPALIVE_ENFORCEMENT = (
     ("grpc.http2.min_ping_interval_without_data_ms", 500),
     ("grpc.http2.max_ping_strikes", 2),
 )
+# A connection must finish its TLS handshake (and send the HTTP/2 preface) within this (default 120 s).
+HANDSHAKE_TIMEOUT_MS = 10_000
 # Calls beyond the request queue that a server always needs room for: health checks, status polls,
 # health watches of proxyless clients, admin calls.
-CONTROL_CALLS = 256
+CONTROL_CALLS = 128
 
 
 def server_options(limits: ServerLimits, max_message_bytes: int) -> list[tuple[str, int]]:
@@ -55,6 +57,7 @@ def server_options(limits: ServerLimits, max_message_bytes: int) -> list[tuple[s
         ("grpc.max_connection_age_ms", round(limits.max_connection_age_s * 1000)),
         ("grpc.max_connection_age_grace_ms", round(limits.max_connection_age_grace_s * 1000)),
         ("grpc.compression_enabled_algorithms_bitset", IDENTITY_ONLY),
+        ("grpc.server_handshake_timeout_ms", HANDSHAKE_TIMEOUT_MS),
         *KEEPALIVE_ENFORCEMENT,
     ]
 
@@ -70,6 +73,7 @@ def server(
     ``options`` come first and ours override them (C-core keeps the last value of a repeated key).
     """
     concurrent = limits.max_concurrent_rpcs or request_queue + CONTROL_CALLS
+    quiet_call_ended_errors()
     return grpc.aio.server(
         options=[*options, *server_options(limits, max_message_bytes)],
         interceptors=(StrictDecoding(),),

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import grpc
 import h2.config
 import h2.connection
+import h2.exceptions
 import numpy as np
 
 from npudure.proto import inference_pb2 as pb
@@ -194,7 +195,7 @@ def pump(sock: socket.socket, conn: h2.connection.H2Connection, wait_s: float = 
         sock.settimeout(left)
         try:
             chunk = sock.recv(65536)
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             break
         except OSError:
             events.append("closed")
@@ -202,7 +203,11 @@ def pump(sock: socket.socket, conn: h2.connection.H2Connection, wait_s: float = 
         if not chunk:
             events.append("closed")
             break
-        events.extend(conn.receive_data(chunk))
+        try:
+            events.extend(conn.receive_data(chunk))
+        except h2.exceptions.ProtocolError:  # frames after the server's GOAWAY
+            events.append("closed")
+            break
         out = conn.data_to_send()
         if out:
             with contextlib.suppress(OSError):
@@ -228,3 +233,76 @@ def grpc_status(events: list) -> str | None:
         if event == "closed":
             return "CLOSED"
     return None
+
+
+@dataclass
+class Unfinished:
+    """Connections whose calls promise a message (``promised`` bytes) and never finish it."""
+
+    connections: list[tuple[socket.socket, h2.connection.H2Connection]] = field(default_factory=list)
+    statuses: list[str] = field(default_factory=list)
+
+    def close(self) -> None:
+        for sock, _ in self.connections:
+            sock.close()
+
+    def poll(self, wait_s: float) -> list[str]:
+        """Statuses (or GOAWAY/CLOSED) the server sent meanwhile, on every connection."""
+        seen = []
+        for sock, conn in self.connections:
+            seen.extend(_ends(pump(sock, conn, wait_s / max(1, len(self.connections)))))
+        self.statuses.extend(seen)
+        return seen
+
+
+def _ends(events: list) -> list[str]:
+    import h2.events
+
+    out = []
+    for event in events:
+        if isinstance(event, h2.events.ResponseReceived | h2.events.TrailersReceived):
+            status = dict(event.headers).get("grpc-status")
+            if status is not None:
+                out.append(next(c.name for c in grpc.StatusCode if c.value[0] == int(status)))
+        elif isinstance(event, h2.events.StreamReset):
+            out.append("RST_STREAM")
+        elif isinstance(event, h2.events.ConnectionTerminated):
+            out.append("GOAWAY")
+        elif event == "closed":
+            out.append("CLOSED")
+    return out
+
+
+def unfinished_streams(
+    address: str, connections: int, streams: int, body_bytes: int, promised: int = 3_900_000
+) -> Unfinished:
+    """Open ``connections`` x ``streams`` Infer calls, each sending ``body_bytes`` of a ``promised``-byte
+    message (as far as flow control lets it), then stop sending: a stalled upload."""
+    import h2.exceptions
+
+    attack = Unfinished()
+    for _ in range(connections):
+        sock, conn = h2_connect(address)
+        attack.connections.append((sock, conn))
+        attack.statuses.extend(_ends(pump(sock, conn, 0.1)))
+        for _ in range(streams):
+            sid = conn.get_next_available_stream_id()
+            try:
+                conn.send_headers(sid, grpc_headers(address))
+                conn.send_data(sid, length_prefix(promised))
+                sent = 0
+                while sent < body_bytes:
+                    n = min(conn.local_flow_control_window(sid), 16384, body_bytes - sent)
+                    if n <= 0:
+                        attack.statuses.extend(_ends(pump(sock, conn, 0.05)))
+                        if conn.local_flow_control_window(sid) <= 0:
+                            break
+                        continue
+                    conn.send_data(sid, b"\1" * n)
+                    sent += n
+            except h2.exceptions.TooManyStreamsError:
+                raise  # the server's SETTINGS_MAX_CONCURRENT_STREAMS, honoured by h2
+            except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):
+                pass
+            attack.statuses.extend(_ends(pump(sock, conn, 0.0)))
+    return attack

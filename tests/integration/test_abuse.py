@@ -7,6 +7,8 @@ servers' RSS and fds back within a bound. Bounded: each attack runs a few second
 
 from __future__ import annotations
 
+import gzip
+import socket
 import time
 
 import grpc
@@ -15,15 +17,31 @@ from abuse_clients import (
     LegitProbe,
     PeakSampler,
     board_states,
+    grpc_headers,
+    h2_connect,
+    length_prefix,
+    pump,
     storm,
+    unfinished_streams,
     usage,
 )
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2
+from loadgen import run_closed_loop
 
 from npudure.lab.local import LocalCluster
+from npudure.proto import inference_pb2 as pb
 
 # Limits lowered so the suite reaches them quickly (the defaults are in npudure/config.py: ServerLimits).
-LIMITS = {"max_connections": 64, "max_connection_idle_s": 3.0}
+LIMITS = {
+    "max_connections": 64,
+    "max_streams_per_connection": 16,
+    "max_concurrent_rpcs": 120,
+    "max_connection_idle_s": 3.0,
+    "max_connection_age_s": 8.0,
+    "max_connection_age_grace_s": 2.0,
+}
+AGE_BOUND_S = 8.0 * 1.1 + 2.0 + 3.0  # age + C-core's jitter + grace + slack on a loaded machine
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +52,10 @@ def cluster():
         agent_overrides={"limits": LIMITS},
         scheduler_overrides={"limits": LIMITS},
     ) as c:
+        # Warm up: the servers' heaps grow to their working size under legitimate load first, so the
+        # RSS bounds below measure what an attack adds (glibc keeps freed memory: MALLOC_TRIM_THRESHOLD_).
+        warm = run_closed_loop(c.address, 12, 3.0)
+        assert not warm.errors, warm.errors[:3]
         yield c
 
 
@@ -64,6 +86,10 @@ def attack(cluster: LocalCluster, run, *, rss_growth_mib: float = 150, fd_growth
     assert legit.failures == [], legit.failures[:5]
     assert legit.served > 0 and legit.worst_s < 10, (legit.served, legit.worst_s)
     assert_healthy(cluster)
+    for name in ("scheduler", *cluster.agents):
+        text = cluster.logs(name)
+        at = text.find("Traceback")
+        assert at < 0, f"{name}: {text[max(0, at - 300) : at + 3000]}"
     settle = time.monotonic() + 10
     while True:
         after = {name: usage(pid) for name, pid in pids(cluster).items()}
@@ -89,3 +115,178 @@ def test_short_deadline_storm_leaves_every_board_up(cluster: LocalCluster) -> No
 def test_cancel_storm_leaves_every_board_up(cluster: LocalCluster) -> None:
     codes, _, _ = attack(cluster, lambda: storm(cluster.address, 12, 4.0, deadline_s=5.0, cancel_s=0.01))
     assert codes.get("CANCELLED", 0) > 50, codes
+
+
+# ---------------------------------------------------------------------- bytes and streams
+def test_gzip_bomb_is_refused_before_it_is_inflated(cluster: LocalCluster) -> None:
+    bomb = gzip.compress(b"\0" * (4 << 20))  # 4 MiB of zeros in ~4 KB
+    assert len(bomb) < 8192
+
+    def run() -> list[str | None]:
+        seen = []
+        for target in (cluster.address, cluster.agents["board1"].address):
+            sock, conn = h2_connect(target)
+            with sock:
+                pump(sock, conn, 0.1)
+                sids = []
+                for _ in range(16):  # max_streams_per_connection
+                    sid = conn.get_next_available_stream_id()
+                    conn.send_headers(sid, grpc_headers(target, extra=(("grpc-encoding", "gzip"),)))
+                    conn.send_data(sid, length_prefix(len(bomb), compressed=True) + bomb, end_stream=True)
+                    sids.append(sid)
+                events = pump(sock, conn, 2.0)
+                seen += [_status_of(events, sid) for sid in sids]
+        return seen
+
+    seen, _, _ = attack(cluster, run, rss_growth_mib=60)
+    assert set(seen) == {"UNIMPLEMENTED"}, seen  # "Compression algorithm 'gzip' is disabled."
+
+
+def _status_of(events: list, sid: int) -> str | None:
+    import h2.events
+
+    for event in events:
+        headers = dict(getattr(event, "headers", None) or ())
+        if isinstance(event, h2.events.ResponseReceived | h2.events.TrailersReceived) and (
+            event.stream_id == sid and "grpc-status" in headers
+        ):
+            code = int(headers["grpc-status"])
+            return next(c.name for c in grpc.StatusCode if c.value[0] == code)
+    return None
+
+
+def test_unfinished_bodies_are_bounded_per_connection_and_closed_at_the_connection_age(
+    cluster: LocalCluster,
+) -> None:
+    """Two connections x 40 calls, each promising 3.9 MB and sending 256 KB, then nothing: the server
+    lets 16 streams per connection open, and closes the connections at their age."""
+    import h2.exceptions
+
+    def run():
+        started = time.monotonic()
+        # h2 itself honours the server's SETTINGS_MAX_CONCURRENT_STREAMS: the 17th call cannot open.
+        with pytest.raises(h2.exceptions.TooManyStreamsError):
+            unfinished_streams(cluster.address, 1, 40, 1024).close()
+        attack_ = unfinished_streams(cluster.address, 2, 16, 256 << 10)
+        ends = []
+        while time.monotonic() - started < AGE_BOUND_S and len(set(ends) & {"GOAWAY", "CLOSED"}) == 0:
+            ends += attack_.poll(0.5)
+        attack_.close()
+        return ends, time.monotonic() - started
+
+    (ends, took), _, peak = attack(cluster, run)
+    assert {"GOAWAY", "CLOSED"} & set(ends), f"still open after {took:.1f}s: {ends}"
+    assert peak["scheduler"].rss_mib < usage(cluster.scheduler.pid).rss_mib + 200
+
+
+def test_concurrent_calls_beyond_the_cap_are_refused(cluster: LocalCluster) -> None:
+    """More stalled calls than max_concurrent_rpcs (over many connections): RESOURCE_EXHAUSTED for the
+    excess, memory bounded, and everything back once the connections age out."""
+    agent = cluster.agents["board2"]
+    before = usage(agent.pid)
+    attack_ = unfinished_streams(agent.address, 9, 16, 64 << 10)  # 144 calls, the cap is 120
+    seen = attack_.poll(1.0)
+    during = usage(agent.pid)
+    attack_.close()
+    assert "RESOURCE_EXHAUSTED" in attack_.statuses + seen, attack_.statuses[:10]
+    assert during.rss_mib < before.rss_mib + 150, (before, during)
+    assert_healthy(cluster)
+    with LegitProbe(cluster.address, interval_s=0.05) as legit:
+        time.sleep(1.0)
+    assert legit.failures == [] and legit.served > 0
+
+
+def test_slow_loris_body_is_cut_at_the_connection_age(cluster: LocalCluster) -> None:
+    def run():
+        sock, conn = h2_connect(cluster.address)
+        started = time.monotonic()
+        conn.send_headers(1, grpc_headers(cluster.address))
+        conn.send_data(1, length_prefix(1 << 20))
+        ended = None
+        with sock:
+            while time.monotonic() - started < AGE_BOUND_S and ended is None:
+                try:
+                    conn.send_data(1, b"\2" * 5)  # 5 bytes a second
+                except Exception:
+                    ended = "stream closed"
+                    break
+                for event in pump(sock, conn, 1.0):
+                    if event == "closed" or type(event).__name__ in ("ConnectionTerminated", "StreamReset"):
+                        ended = str(event)
+        return ended, time.monotonic() - started
+
+    (ended, took), _, _ = attack(cluster, run)
+    assert ended is not None, f"a 5 B/s body was still held after {took:.1f}s"
+
+
+def test_idle_sockets_are_capped_and_closed(cluster: LocalCluster) -> None:
+    agent = cluster.agents["board3"]
+    host, _, port = agent.address.rpartition(":")
+
+    def run():
+        socks = [socket.create_connection((host, int(port)), timeout=5) for _ in range(300)]
+        time.sleep(1.0)
+        during = usage(agent.pid)
+        closed_at = {}
+        started = time.monotonic()
+        while len(closed_at) < len(socks) and time.monotonic() - started < 15:
+            for i, sock in enumerate(socks):
+                if i in closed_at:
+                    continue
+                sock.setblocking(False)
+                try:
+                    if sock.recv(4096) == b"":
+                        closed_at[i] = time.monotonic() - started
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    closed_at[i] = time.monotonic() - started
+            time.sleep(0.2)
+        for sock in socks:
+            sock.close()
+        return during, closed_at
+
+    (during, closed_at), _, _ = attack(cluster, run)
+    assert during.fds < 64 + 40, during  # the cap, plus the process's own files
+    assert len(closed_at) == 300, f"{300 - len(closed_at)} idle sockets still open after 15 s"
+    assert "the cap (limits.max_connections = 64) is reached" in cluster.logs("board3")
+
+
+# ---------------------------------------------------------------------- malformed messages
+JUNK = b"\xff\xff\xff"  # field 0x1fffff with wire type 7: no protobuf message parses it
+
+
+def _methods(service: str) -> list[str]:
+    desc = pb.DESCRIPTOR.services_by_name[service]
+    return [f"/{desc.full_name}/{m.name}" for m in desc.methods if not m.server_streaming]
+
+
+def test_malformed_messages_on_every_rpc_are_invalid_argument(cluster: LocalCluster) -> None:
+    targets = {
+        cluster.address: [*_methods("Cluster"), *_methods("Inference")],
+        cluster.agents["board1"].address: [*_methods("Node"), *_methods("Inference")],
+    }
+    for address, methods in targets.items():
+        methods = [*methods, "/grpc.health.v1.Health/Check"]
+        with grpc.insecure_channel(address) as channel:
+            for method in methods:
+                for _ in range(5):
+                    with pytest.raises(grpc.RpcError) as err:
+                        channel.unary_unary(method)(JUNK, timeout=5)
+                    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (method, err.value)
+            watch = channel.unary_stream("/grpc.health.v1.Health/Watch")(JUNK, timeout=5)
+            with pytest.raises(grpc.RpcError) as err:
+                list(watch)
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            reflect = channel.stream_stream("/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo")
+            with pytest.raises(grpc.RpcError) as err:
+                list(reflect(iter([JUNK]), timeout=5))
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            # Reflection still answers a good request (the interceptor parses, it does not block).
+            good = reflection_pb2.ServerReflectionRequest(list_services="").SerializeToString()
+            assert list(reflect(iter([good]), timeout=5))
+    for name in ("scheduler", "board1"):
+        text = cluster.logs(name)
+        assert "Traceback" not in text, text[text.find("Traceback") - 300 : text.find("Traceback") + 3000]
+        assert 1 <= text.count("malformed /") <= 3, text.count("malformed /")  # rate-limited
+    assert_healthy(cluster)
