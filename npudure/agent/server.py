@@ -15,6 +15,7 @@ from grpc_reflection.v1alpha import reflection
 from npudure import __version__
 from npudure.affinity import cores
 from npudure.agent import cpucap
+from npudure.agent.decode_pool import DecodePool
 from npudure.agent.load_report import ORCA_TRAILER, LoadMeter, ServingState
 from npudure.agent.metrics import AgentMetrics
 from npudure.agent.pool import PoolFull, WorkerPool
@@ -79,6 +80,7 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
         self.served = 0
         self.errors = 0
         self.load = LoadMeter(self.pool.size)
+        self.decoder = DecodePool(self.pool.size, config.queue_limit)
         self.serving = ServingState()
 
     # ------------------------------------------------------------------ data path
@@ -107,8 +109,10 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
         received = time.perf_counter()
         try:
             frames.check_request(request.encoding, request.frame)
+            # Decoded first, on the decoder's own threads: a costly JPEG never holds an NPU context.
+            image, decode_s = await self.decoder.decode(request.encoding, request.frame)
             self.metrics.queue_depth.set(self.pool.waiting + 1)
-            outcome = await self.pool.run(lambda: frames.decode_checked(request.encoding, request.frame))
+            outcome = await self.pool.run(lambda: image)
         except frames.FrameError as exc:
             return await self._fail(context, exc.code, str(exc))
         except PoolFull as exc:
@@ -124,7 +128,7 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
         total = time.perf_counter() - received
         timing = pb.StageTiming(
             board_queue_us=_us(outcome.queue_s),
-            decode_us=_us(outcome.decode_s),
+            decode_us=_us(decode_s),
             preprocess_us=_us(result.preprocess_s),
             npu_input_us=_us(result.npu_input_s),
             inference_us=_us(result.inference_s),
@@ -133,7 +137,7 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
         )
         for stage, seconds in (
             ("board_queue", outcome.queue_s),
-            ("decode", outcome.decode_s),
+            ("decode", decode_s),
             ("preprocess", result.preprocess_s),
             ("npu_input", result.npu_input_s),
             ("inference", result.inference_s),
@@ -143,7 +147,7 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
             self.metrics.stage_seconds.labels(stage).observe(seconds)
         self.served += 1
         self.metrics.requests.labels("OK").inc()
-        busy = outcome.decode_s + result.preprocess_s + result.inference_s + result.postprocess_s
+        busy = decode_s + result.preprocess_s + result.inference_s + result.postprocess_s
         self.load.record(busy)
         context.set_trailing_metadata(((ORCA_TRAILER, self.load.report()),))
         dets = result.detections
@@ -325,3 +329,4 @@ async def serve(
         await agent.health.enter_graceful_shutdown()
         await server.stop(grace=2)
         agent.pool.close()
+        agent.decoder.close()

@@ -97,7 +97,7 @@ def inbound_connections(port: int, proc_net: Path = Path("/proc/net")) -> int:
     return count
 
 
-async def watch_connections(port: int, limits: ServerLimits, interval_s: float = 2.0) -> None:
+async def watch_connections(port: int, limits: ServerLimits, interval_s: float = 1.0) -> None:
     """Log a warning (at most once a minute) while the connection cap is reached: C-core closes the
     connections beyond it without a word."""
     last = 0.0

@@ -12,8 +12,10 @@ import socket
 import time
 
 import grpc
+import jpeg_bombs
 import pytest
 from abuse_clients import (
+    BIG,
     LegitProbe,
     PeakSampler,
     board_states,
@@ -31,12 +33,13 @@ from loadgen import run_closed_loop
 
 from npudure.lab.local import LocalCluster
 from npudure.proto import inference_pb2 as pb
+from npudure.vision.decode_budget import MAX_SCANS
 
 # Limits lowered so the suite reaches them quickly (the defaults are in npudure/config.py: ServerLimits).
 LIMITS = {
     "max_connections": 64,
-    "max_streams_per_connection": 16,
-    "max_concurrent_rpcs": 120,
+    "max_streams_per_connection": 100,
+    "max_concurrent_rpcs": 240,
     "max_connection_idle_s": 3.0,
     "max_connection_age_s": 8.0,
     "max_connection_age_grace_s": 2.0,
@@ -158,37 +161,36 @@ def _status_of(events: list, sid: int) -> str | None:
 def test_unfinished_bodies_are_bounded_per_connection_and_closed_at_the_connection_age(
     cluster: LocalCluster,
 ) -> None:
-    """Two connections x 40 calls, each promising 3.9 MB and sending 256 KB, then nothing: the server
-    lets 16 streams per connection open, and closes the connections at their age."""
+    """100 calls on one connection, each promising 3.9 MB and sending 64 KB, then nothing: the server
+    lets no more than max_streams_per_connection open, and closes the connection at its age."""
     import h2.exceptions
 
     def run():
         started = time.monotonic()
-        # h2 itself honours the server's SETTINGS_MAX_CONCURRENT_STREAMS: the 17th call cannot open.
+        # h2 honours the server's SETTINGS_MAX_CONCURRENT_STREAMS: the 101st call cannot open.
         with pytest.raises(h2.exceptions.TooManyStreamsError):
-            unfinished_streams(cluster.address, 1, 40, 1024).close()
-        attack_ = unfinished_streams(cluster.address, 2, 16, 256 << 10)
-        ends = []
-        while time.monotonic() - started < AGE_BOUND_S and len(set(ends) & {"GOAWAY", "CLOSED"}) == 0:
-            ends += attack_.poll(0.5)
-        attack_.close()
+            unfinished_streams(cluster.address, 1, 101, 1024).close()
+        stalled = unfinished_streams(cluster.address, 1, 100, 64 << 10)
+        ends: list[str] = []
+        while time.monotonic() - started < AGE_BOUND_S and not {"GOAWAY", "CLOSED"} & set(ends):
+            ends += stalled.poll(0.5)
+        stalled.close()
         return ends, time.monotonic() - started
 
-    (ends, took), _, peak = attack(cluster, run)
+    (ends, took), _, _ = attack(cluster, run)
     assert {"GOAWAY", "CLOSED"} & set(ends), f"still open after {took:.1f}s: {ends}"
-    assert peak["scheduler"].rss_mib < usage(cluster.scheduler.pid).rss_mib + 200
 
 
 def test_concurrent_calls_beyond_the_cap_are_refused(cluster: LocalCluster) -> None:
-    """More stalled calls than max_concurrent_rpcs (over many connections): RESOURCE_EXHAUSTED for the
-    excess, memory bounded, and everything back once the connections age out."""
+    """More stalled calls than max_concurrent_rpcs (over several connections): RESOURCE_EXHAUSTED for
+    the excess, memory bounded, and everything back once they are gone."""
     agent = cluster.agents["board2"]
     before = usage(agent.pid)
-    attack_ = unfinished_streams(agent.address, 9, 16, 64 << 10)  # 144 calls, the cap is 120
-    seen = attack_.poll(1.0)
+    stalled = unfinished_streams(agent.address, 3, 100, 64 << 10)  # 300 calls, the cap is 240
+    seen = stalled.poll(1.0)
     during = usage(agent.pid)
-    attack_.close()
-    assert "RESOURCE_EXHAUSTED" in attack_.statuses + seen, attack_.statuses[:10]
+    stalled.close()
+    assert "RESOURCE_EXHAUSTED" in stalled.statuses + seen, stalled.statuses[:10]
     assert during.rss_mib < before.rss_mib + 150, (before, during)
     assert_healthy(cluster)
     with LegitProbe(cluster.address, interval_s=0.05) as legit:
@@ -290,3 +292,43 @@ def test_malformed_messages_on_every_rpc_are_invalid_argument(cluster: LocalClus
         assert "Traceback" not in text, text[text.find("Traceback") - 300 : text.find("Traceback") + 3000]
         assert 1 <= text.count("malformed /") <= 3, text.count("malformed /")  # rate-limited
     assert_healthy(cluster)
+
+
+# ---------------------------------------------------------------------- decode bombs
+def _send_frames(address: str, frame: bytes, count: int) -> list[str]:
+    request = pb.InferRequest(encoding=pb.ENCODING_JPEG, frame=frame).SerializeToString()
+    codes = []
+    with grpc.insecure_channel(address, options=BIG) as channel:
+        call = channel.unary_unary("/npudure.v1.Inference/Infer")
+        for _ in range(count):
+            try:
+                call(request, timeout=10)
+                codes.append("OK")
+            except grpc.RpcError as exc:
+                codes.append(exc.code().name)
+                assert exc.details(), "a refusal says why"
+    return codes
+
+
+@pytest.mark.parametrize(
+    "bomb",
+    [
+        pytest.param(jpeg_bombs.many_scans(2000), id="progressive-2000-scans"),
+        pytest.param(jpeg_bombs.many_segments(900_000), id="900k-comment-segments"),
+        pytest.param(jpeg_bombs.claiming(jpeg_bombs.progressive(), 65535, 65535), id="65535x65535-header"),
+        pytest.param(jpeg_bombs.png_with_chunks(2000), id="png-2000-chunks"),
+    ],
+)
+def test_decode_bombs_are_refused_and_the_board_keeps_serving(cluster: LocalCluster, bomb: bytes) -> None:
+    def run() -> list[str]:
+        return _send_frames(cluster.address, bomb, 6) + _send_frames(
+            cluster.agents["board1"].address, bomb, 6
+        )
+
+    codes, legit, _ = attack(cluster, run)
+    assert set(codes) == {"INVALID_ARGUMENT"}, codes
+    assert legit.worst_s < 2.0, legit.worst_s  # no decode held an NPU slot
+
+
+def test_a_jpeg_at_the_scan_limit_is_served(cluster: LocalCluster) -> None:
+    assert set(_send_frames(cluster.address, jpeg_bombs.many_scans(MAX_SCANS), 3)) == {"OK"}
