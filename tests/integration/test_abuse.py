@@ -7,6 +7,7 @@ servers' RSS and fds back within a bound. Bounded: each attack runs a few second
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import socket
 import time
@@ -31,7 +32,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2
 from loadgen import run_closed_loop
 
-from npudure.lab.local import LocalCluster
+from npudure.lab.local import LocalCluster, free_port
 from npudure.proto import inference_pb2 as pb
 from npudure.vision.decode_budget import MAX_SCANS
 
@@ -44,6 +45,7 @@ LIMITS = {
     "max_connection_age_s": 8.0,
     "max_connection_age_grace_s": 2.0,
 }
+METRICS_PORT = free_port()
 AGE_BOUND_S = 8.0 * 1.1 + 2.0 + 3.0  # age + C-core's jitter + grace + slack on a loaded machine
 
 
@@ -54,6 +56,7 @@ def cluster():
         time_scale=2.0,
         agent_overrides={"limits": LIMITS},
         scheduler_overrides={"limits": LIMITS},
+        per_board_overrides={"board1": {"metrics_port": METRICS_PORT}},
     ) as c:
         # Warm up: the servers' heaps grow to their working size under legitimate load first, so the
         # RSS bounds below measure what an attack adds (glibc keeps freed memory: MALLOC_TRIM_THRESHOLD_).
@@ -332,3 +335,57 @@ def test_decode_bombs_are_refused_and_the_board_keeps_serving(cluster: LocalClus
 
 def test_a_jpeg_at_the_scan_limit_is_served(cluster: LocalCluster) -> None:
     assert set(_send_frames(cluster.address, jpeg_bombs.many_scans(MAX_SCANS), 3)) == {"OK"}
+
+
+# ---------------------------------------------------------------------- the metrics endpoint
+def _threads(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("Threads:"))
+
+
+def _scrape(timeout_s: float = 5.0) -> bytes:
+    with socket.create_connection(("127.0.0.1", METRICS_PORT), timeout=timeout_s) as sock:
+        sock.sendall(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+    return reply
+
+
+def test_slow_and_garbage_http_cannot_pile_up_threads(cluster: LocalCluster) -> None:
+    pid = cluster.agents["board1"].pid
+    assert b"process_open_fds" in _scrape()
+    threads_before = _threads(pid)
+
+    def run():
+        silent = [socket.create_connection(("127.0.0.1", METRICS_PORT), timeout=5) for _ in range(200)]
+        slow = []
+        for _ in range(20):
+            sock = socket.create_connection(("127.0.0.1", METRICS_PORT), timeout=5)
+            sock.sendall(b"GET /metrics HTTP/1.1\r\nX-Slow: ")
+            slow.append(sock)
+        for junk in (
+            b"\x16\x03\x01\x02\x00" + b"\x00" * 64,
+            b"BREW /pot HTCPCP/1.0\r\n\r\n",
+            b"\xff" * 70000,
+        ):
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", METRICS_PORT), timeout=5) as s,
+            ):
+                s.sendall(junk)
+        time.sleep(1.0)
+        peak_threads = _threads(pid)
+        # Within a bound, a scraper gets through: the silent ones are cut after REQUEST_TIMEOUT_S.
+        started, scraped = time.monotonic(), b""
+        while time.monotonic() - started < 20 and b"process_open_fds" not in scraped:
+            with contextlib.suppress(OSError):
+                scraped = _scrape()
+            time.sleep(0.5)
+        for sock in silent + slow:
+            sock.close()
+        return peak_threads, scraped, time.monotonic() - started
+
+    (peak_threads, scraped, took), _, _ = attack(cluster, run)
+    assert peak_threads <= threads_before + 2 * 8 + 2, (threads_before, peak_threads)  # 8 clients + timers
+    assert b"process_open_fds" in scraped, f"no scrape served within {took:.0f}s"
