@@ -127,7 +127,14 @@ def open_board(index: int, board: BoardConfig, config: SchedulerConfig) -> Board
     ]
     token = security.read_token(config.admin.token_file) if config.admin.token_file else None
     channels = [
-        security.aio_channel(board.address, options, tls=config.tls, token=token, from_env=False)
+        security.aio_channel(
+            board.address,
+            options,
+            tls=config.tls,
+            token=token,
+            from_env=False,
+            token_methods=security.NODE_ADMIN_METHODS,  # not on Infer, health checks, status polls
+        )
         for _ in range(config.connections_per_board)
     ]
     return Board(index, board.name, board.address, config.board_max_inflight, channels)
