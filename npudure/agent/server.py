@@ -25,6 +25,7 @@ from npudure.config import AgentConfig
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
+from npudure.security import admin_inputs
 from npudure.service import grpc_limits, sdnotify
 from npudure.service.runtime import SERVER_OPTIONS, wait_for_shutdown
 from npudure.vision import frames
@@ -210,7 +211,7 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
         self, request: pb.SetCpuCapRequest, context: grpc.aio.ServicerContext
     ) -> pb.NodeStatus:
         await self.admin.check(context, "SetCpuCap")
-        mhz = request.mhz or None
+        mhz = await admin_inputs.require(context, admin_inputs.cpu_cap, request.mhz) or None
         try:
             note = await asyncio.to_thread(self.cpu_cap.set, mhz)
         except cpucap.CpuCapError as exc:
@@ -234,7 +235,9 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
     ) -> pb.NodeStatus:
         await self.admin.check(context, "SetServing")
         before = self.serving.operator
-        self.serving.set_operator(request.reasons)
+        self.serving.set_operator(
+            await admin_inputs.require(context, admin_inputs.serving_reasons, request.reasons)
+        )
         if self.serving.operator != before:
             log.warning("scheduler: %s", ", ".join(self.serving.operator) or "back in rotation")
             await self.publish_health()

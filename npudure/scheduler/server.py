@@ -20,6 +20,7 @@ from npudure.scheduler.metrics import SchedulerMetrics
 from npudure.scheduler.policies import POLICIES, make_policy
 from npudure.scheduler.route import ServingPusher, build_route, resolve
 from npudure.security import access as security
+from npudure.security import admin_inputs
 from npudure.service import grpc_limits, sdnotify
 from npudure.service.runtime import SERVER_OPTIONS, wait_for_shutdown
 
@@ -125,7 +126,7 @@ class Scheduler(rpc.ClusterServicer):
 
     async def SetActiveNodes(self, request: pb.SetActiveNodesRequest, context) -> pb.ClusterStatus:
         await self.admin.check(context, "SetActiveNodes")
-        names = list(request.nodes)
+        names = await admin_inputs.require(context, admin_inputs.node_names, list(request.nodes))
         unknown = [n for n in names if n not in self.by_name]
         if not names or unknown:
             await context.abort(
@@ -145,6 +146,7 @@ class Scheduler(rpc.ClusterServicer):
 
     async def SetPolicy(self, request: pb.SetPolicyRequest, context) -> pb.ClusterStatus:
         await self.admin.check(context, "SetPolicy")
+        await admin_inputs.require(context, admin_inputs.policy_name, request.policy)
         if request.policy not in POLICIES:
             await context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT,
@@ -164,6 +166,7 @@ class Scheduler(rpc.ClusterServicer):
 
     async def SetNodeCpuCap(self, request: pb.SetNodeCpuCapRequest, context) -> pb.NodeStatus:
         await self.admin.check(context, "SetNodeCpuCap")
+        await admin_inputs.require(context, admin_inputs.cpu_cap, request.mhz)
         board = await self._board(request.node, context)
         try:
             return await rpc.NodeStub(board.channels[0]).SetCpuCap(
@@ -174,10 +177,9 @@ class Scheduler(rpc.ClusterServicer):
 
     async def AcquireLease(self, request: pb.LeaseRequest, context) -> pb.Lease:
         await self.admin.check(context, "AcquireLease")
-        if not request.holder:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "a lease needs a holder name")
+        ttl_s = await admin_inputs.require(context, admin_inputs.lease, request.holder, request.ttl_s)
         try:
-            return self.lease.acquire(request.holder, request.ttl_s or 30.0)
+            return self.lease.acquire(request.holder, ttl_s)
         except DispatchError as exc:
             await context.abort(exc.code, str(exc))
 
@@ -198,7 +200,7 @@ class Scheduler(rpc.ClusterServicer):
         return build_route(self.boards, self.config, self._resolved)
 
     async def _board(self, name: str, context) -> Board:
-        board = self.by_name.get(name)
+        board = self.by_name.get(await admin_inputs.require(context, admin_inputs.node_name, name))
         if board is None:
             await context.abort(
                 grpc.StatusCode.NOT_FOUND, f"no board named {name!r}; boards are: {', '.join(self.by_name)}"

@@ -34,6 +34,8 @@ from loadgen import run_closed_loop
 
 from npudure.lab.local import LocalCluster, free_port
 from npudure.proto import inference_pb2 as pb
+from npudure.proto import inference_pb2_grpc as rpc
+from npudure.security import access as security
 from npudure.vision.decode_budget import MAX_SCANS
 
 # Limits lowered so the suite reaches them quickly (the defaults are in npudure/config.py: ServerLimits).
@@ -389,3 +391,33 @@ def test_slow_and_garbage_http_cannot_pile_up_threads(cluster: LocalCluster) -> 
     (peak_threads, scraped, took), _, _ = attack(cluster, run)
     assert peak_threads <= threads_before + 2 * 8 + 2, (threads_before, peak_threads)  # 8 clients + timers
     assert b"process_open_fds" in scraped, f"no scrape served within {took:.0f}s"
+
+
+# ---------------------------------------------------------------------- admin inputs
+def test_admin_inputs_out_of_bounds_are_invalid_argument(cluster: LocalCluster) -> None:
+    """With the admin token (the caller is an admin): bounds still hold, and nothing is stored."""
+    bad_cluster = [
+        ("AcquireLease", pb.LeaseRequest(holder="x" * (3 << 20), ttl_s=5)),
+        ("AcquireLease", pb.LeaseRequest(holder="bench", ttl_s=float("inf"))),
+        ("AcquireLease", pb.LeaseRequest(holder="bench", ttl_s=float("nan"))),
+        ("AcquireLease", pb.LeaseRequest(holder="bench", ttl_s=-5)),
+        ("SetNodeCpuCap", pb.SetNodeCpuCapRequest(node="board1", mhz=1)),
+        ("SetNodeCpuCap", pb.SetNodeCpuCapRequest(node="board1", mhz=10**9)),
+        ("DrainNode", pb.DrainNodeRequest(node="b" * 100_000, drain=True)),
+        ("SetActiveNodes", pb.SetActiveNodesRequest(nodes=["n" * 1000])),
+        ("SetPolicy", pb.SetPolicyRequest(policy="p" * 100_000)),
+    ]
+    with security.channel(cluster.address, options=BIG) as channel:
+        stub = rpc.ClusterStub(channel)
+        for name, request in bad_cluster:
+            with pytest.raises(grpc.RpcError) as err:
+                getattr(stub, name)(request, timeout=5)
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (name, err.value.details()[:200])
+            assert len(err.value.details()) < 300, name  # the input is not echoed back
+        status = stub.GetClusterStatus(pb.ClusterStatusRequest(), timeout=5)
+        assert status.lease_holder == ""
+    with security.channel(cluster.agents["board1"].address) as channel:
+        with pytest.raises(grpc.RpcError) as err:
+            rpc.NodeStub(channel).SetCpuCap(pb.SetCpuCapRequest(mhz=1), timeout=5)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert_healthy(cluster)
