@@ -164,7 +164,10 @@ class BoardMonitor:
             reply = await self._health.Check(
                 health_pb2.HealthCheckRequest(service=""), timeout=max(1.0, self.config.health_interval_s)
             )
-        except grpc.aio.AioRpcError:
+        except grpc.aio.AioRpcError as exc:
+            # At its call cap (limits.max_concurrent_rpcs) the board still answered: alive, and full.
+            if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+                return "serving"
             return "unreachable"
         return "serving" if reply.status == health_pb2.HealthCheckResponse.SERVING else "not_serving"
 

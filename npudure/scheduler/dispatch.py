@@ -39,6 +39,10 @@ BOARD_FAULTS = {
     grpc.StatusCode.CANCELLED,
 }
 MAX_ATTEMPTS = 2
+# What grpcio answers when a server is at its maximum_concurrent_rpcs (limits.max_concurrent_rpcs): the
+# board is full (e.g. stalled uploads from someone else), not faulty, and the request did nothing wrong:
+# tried on another board, without a penalty.
+CALL_CAP_FULL = "Concurrent RPC limit exceeded"
 
 
 class DispatchError(Exception):
@@ -168,6 +172,10 @@ class Dispatcher:
             except grpc.aio.AioRpcError as exc:
                 code = exc.code()
                 self.metrics.board_requests.labels(board.name, code.name).inc()
+                at_cap = code == grpc.StatusCode.RESOURCE_EXHAUSTED and CALL_CAP_FULL in (exc.details() or "")
+                if at_cap and attempt < MAX_ATTEMPTS:
+                    exclude = exclude | {board}
+                    continue
                 if code not in BOARD_FAULTS:
                     raise  # the request's own fault (bad frame, too large): the client gets it as is
                 if code == grpc.StatusCode.DEADLINE_EXCEEDED and client_bound:
