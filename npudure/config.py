@@ -66,6 +66,26 @@ class ShutdownConfig(_Strict):
     grace_s: float = Field(10.0, ge=0, le=600)
 
 
+class ServerLimits(_Strict):
+    """What one client may hold on a gRPC server (npudure/service/grpc_limits.py; docs/security.md)."""
+
+    # TCP connections at once; beyond it new ones are closed on accept (keep under LimitNOFILE).
+    max_connections: int = Field(512, ge=1, le=100_000)
+    # HTTP/2 streams (calls) at once on one connection. Well above what one client connection carries
+    # (the bench spreads its load over 2): C-core refuses streams near the cap while finished ones
+    # are still being released.
+    max_streams_per_connection: int = Field(256, ge=1, le=10_000)
+    # Calls being received or handled at once, all connections together (each may hold up to
+    # max_message_bytes): null = derived from queue_limit. Beyond it RESOURCE_EXHAUSTED.
+    max_concurrent_rpcs: int | None = Field(None, ge=1, le=1_000_000)
+    # A connection with no call for this long is closed (GOAWAY).
+    max_connection_idle_s: float = Field(300.0, gt=0, le=86400)
+    # Every connection is closed after this long (+/-10% jitter), after a grace for its calls: the
+    # bound on a request body that stops arriving (gRPC has no per-stream body timeout).
+    max_connection_age_s: float = Field(600.0, gt=0, le=86400)
+    max_connection_age_grace_s: float = Field(30.0, ge=0, le=3600)
+
+
 class SimConfig(_Strict):
     """The emulated RK3576 NPU (see npudure/backends/sim.py for the calibrated model)."""
 
@@ -123,6 +143,7 @@ class AgentConfig(_Strict):
     postprocess: PostprocessConfig = PostprocessConfig()
     affinity: AffinityConfig = AffinityConfig()
     shutdown: ShutdownConfig = ShutdownConfig()
+    limits: ServerLimits = ServerLimits()
 
     _addr = field_validator("listen")(classmethod(lambda cls, v: _check_address(v)))
 
@@ -171,6 +192,7 @@ class SchedulerConfig(_Strict):
     # $STATE_DIRECTORY/state.json (StateDirectory= in the unit), else not kept.
     state_file: str | None = None
     boards: list[BoardConfig] = Field(min_length=1)
+    limits: ServerLimits = ServerLimits()
 
     _addr = field_validator("listen")(classmethod(lambda cls, v: _check_address(v)))
 

@@ -15,6 +15,7 @@ from grpc_reflection.v1alpha import reflection
 from npudure import __version__
 from npudure.affinity import cores
 from npudure.agent import cpucap
+from npudure.agent.decode_pool import DecodePool
 from npudure.agent.load_report import ORCA_TRAILER, LoadMeter, ServingState
 from npudure.agent.metrics import AgentMetrics
 from npudure.agent.pool import PoolFull, WorkerPool
@@ -24,7 +25,8 @@ from npudure.config import AgentConfig
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
-from npudure.service import sdnotify
+from npudure.security import admin_inputs
+from npudure.service import grpc_limits, sdnotify
 from npudure.service.runtime import SERVER_OPTIONS, wait_for_shutdown
 from npudure.service.shutdown import graceful_stop
 from npudure.vision import frames
@@ -40,12 +42,8 @@ SERVICE_NAMES = (
 
 
 # Proxyless clients ping every second to notice a cut link (npudure.client.proxyless): without these
-# the server would answer frequent pings with GOAWAY "too_many_pings".
-KEEPALIVE = (
-    ("grpc.keepalive_permit_without_calls", 1),
-    ("grpc.http2.min_recv_ping_interval_without_data_ms", 500),
-    ("grpc.http2.max_ping_strikes", 0),
-)
+# the server would answer frequent pings with GOAWAY "too_many_pings" (grpc_limits: 500 ms allowed).
+KEEPALIVE = grpc_limits.KEEPALIVE_ENFORCEMENT
 
 
 def _us(seconds: float) -> int:
@@ -84,6 +82,7 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
         self.served = 0
         self.errors = 0
         self.load = LoadMeter(self.pool.size)
+        self.decoder = DecodePool(self.pool.size, config.queue_limit)
         self.serving = ServingState()
 
     # ------------------------------------------------------------------ data path
@@ -112,8 +111,10 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
         received = time.perf_counter()
         try:
             frames.check_request(request.encoding, request.frame)
+            # Decoded first, on the decoder's own threads: a costly JPEG never holds an NPU context.
+            image, decode_s = await self.decoder.decode(request.encoding, request.frame)
             self.metrics.queue_depth.set(self.pool.waiting + 1)
-            outcome = await self.pool.run(lambda: frames.decode_checked(request.encoding, request.frame))
+            outcome = await self.pool.run(lambda: image)
         except frames.FrameError as exc:
             return await self._fail(context, exc.code, str(exc))
         except PoolFull as exc:
@@ -129,7 +130,7 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
         total = time.perf_counter() - received
         timing = pb.StageTiming(
             board_queue_us=_us(outcome.queue_s),
-            decode_us=_us(outcome.decode_s),
+            decode_us=_us(decode_s),
             preprocess_us=_us(result.preprocess_s),
             npu_input_us=_us(result.npu_input_s),
             inference_us=_us(result.inference_s),
@@ -138,7 +139,7 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
         )
         for stage, seconds in (
             ("board_queue", outcome.queue_s),
-            ("decode", outcome.decode_s),
+            ("decode", decode_s),
             ("preprocess", result.preprocess_s),
             ("npu_input", result.npu_input_s),
             ("inference", result.inference_s),
@@ -148,7 +149,7 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
             self.metrics.stage_seconds.labels(stage).observe(seconds)
         self.served += 1
         self.metrics.requests.labels("OK").inc()
-        busy = outcome.decode_s + result.preprocess_s + result.inference_s + result.postprocess_s
+        busy = decode_s + result.preprocess_s + result.inference_s + result.postprocess_s
         self.load.record(busy)
         context.set_trailing_metadata(((ORCA_TRAILER, self.load.report()),))
         dets = result.detections
@@ -211,7 +212,7 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
         self, request: pb.SetCpuCapRequest, context: grpc.aio.ServicerContext
     ) -> pb.NodeStatus:
         await self.admin.check(context, "SetCpuCap")
-        mhz = request.mhz or None
+        mhz = await admin_inputs.require(context, admin_inputs.cpu_cap, request.mhz) or None
         try:
             note = await asyncio.to_thread(self.cpu_cap.set, mhz)
         except cpucap.CpuCapError as exc:
@@ -235,7 +236,9 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
     ) -> pb.NodeStatus:
         await self.admin.check(context, "SetServing")
         before = self.serving.operator
-        self.serving.set_operator(request.reasons)
+        self.serving.set_operator(
+            await admin_inputs.require(context, admin_inputs.serving_reasons, request.reasons)
+        )
         if self.serving.operator != before:
             log.warning("scheduler: %s", ", ".join(self.serving.operator) or "back in rotation")
             await self.publish_health()
@@ -292,19 +295,16 @@ async def serve(
     agent = Agent(config, backend, split, board_soc)
     if config.affinity.pin_io_to_little and not split.uniform:
         cores.pin_current_thread(split.little)  # gRPC's own threads inherit the main thread's mask
-    options = [
-        *SERVER_OPTIONS,
-        ("grpc.max_receive_message_length", config.max_message_bytes),
-        ("grpc.max_send_message_length", config.max_message_bytes),
-        *KEEPALIVE,
-    ]
-    server = grpc.aio.server(options=options)
+    server = grpc_limits.server(
+        config.limits, config.max_message_bytes, config.queue_limit + agent.pool.size, SERVER_OPTIONS
+    )
     server.add_generic_rpc_handlers((agent.inference_handler(),))
     rpc.add_NodeServicer_to_server(agent, server)
     health_pb2_grpc.add_HealthServicer_to_server(agent.health, server)
     reflection.enable_server_reflection(SERVICE_NAMES, server)
-    security.add_port(server, config.listen, config.tls)
+    port = security.add_port(server, config.listen, config.tls)
     await server.start()
+    connections = asyncio.create_task(grpc_limits.watch_connections(port, config.limits))
     agent.metrics.serve(config.listen, config.metrics_port, config.metrics_listen, config.tls)
     await agent.publish_health()
     watchdog = asyncio.create_task(agent.watch_hangs())
@@ -329,5 +329,7 @@ async def serve(
         sdnotify.notify("STOPPING=1")
         pinger.cancel()
         watchdog.cancel()
+        connections.cancel()
         await graceful_stop(server, agent.health, config.shutdown)
         agent.pool.close()
+        agent.decoder.close()

@@ -127,7 +127,14 @@ def open_board(index: int, board: BoardConfig, config: SchedulerConfig) -> Board
     ]
     token = security.read_token(config.admin.token_file) if config.admin.token_file else None
     channels = [
-        security.aio_channel(board.address, options, tls=config.tls, token=token, from_env=False)
+        security.aio_channel(
+            board.address,
+            options,
+            tls=config.tls,
+            token=token,
+            from_env=False,
+            token_methods=security.NODE_ADMIN_METHODS,  # not on Infer, health checks, status polls
+        )
         for _ in range(config.connections_per_board)
     ]
     return Board(index, board.name, board.address, config.board_max_inflight, channels)
@@ -157,7 +164,10 @@ class BoardMonitor:
             reply = await self._health.Check(
                 health_pb2.HealthCheckRequest(service=""), timeout=max(1.0, self.config.health_interval_s)
             )
-        except grpc.aio.AioRpcError:
+        except grpc.aio.AioRpcError as exc:
+            # At its call cap (limits.max_concurrent_rpcs) the board still answered: alive, and full.
+            if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+                return "serving"
             return "unreachable"
         return "serving" if reply.status == health_pb2.HealthCheckResponse.SERVING else "not_serving"
 

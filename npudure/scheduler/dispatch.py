@@ -30,7 +30,9 @@ log = logging.getLogger(__name__)
 # Board errors that mean "this board, not this request": counted against the board and retried once on
 # another. Everything else (INVALID_ARGUMENT for a bad frame or undecodable bytes — the agent parses them —,
 # RESOURCE_EXHAUSTED, FAILED_PRECONDITION, ...) is the request's fault: back to the client as is, no retry,
-# no penalty. Invariant: a request can never take a board out of rotation.
+# no penalty. Invariant: a request can never take a board out of rotation. A DEADLINE_EXCEEDED counts only
+# when the scheduler's own board_timeout_s bounded the attempt: a caller's shorter deadline (or a caller
+# cancelling, which cancels the forwarding task itself) is the caller's, never the board's.
 BOARD_FAULTS = {
     grpc.StatusCode.UNAVAILABLE,
     grpc.StatusCode.DEADLINE_EXCEEDED,
@@ -40,6 +42,11 @@ BOARD_FAULTS = {
 }
 MAX_ATTEMPTS = 2
 STAGES = ("scheduler_queue", "network", "board", "scheduler_total")
+
+# What grpcio answers when a server is at its maximum_concurrent_rpcs (limits.max_concurrent_rpcs): the
+# board is full (e.g. stalled uploads from someone else), not faulty, and the request did nothing wrong:
+# tried on another board, without a penalty.
+CALL_CAP_FULL = "Concurrent RPC limit exceeded"
 
 
 class DispatchError(Exception):
@@ -175,6 +182,9 @@ class Dispatcher:
                     raise DispatchError(
                         grpc.StatusCode.DEADLINE_EXCEEDED, "deadline passed before a board was free"
                     )
+                # Whose clock bounds this attempt: the scheduler's own per-attempt timeout judges the
+                # board; a caller's shorter deadline judges only the caller.
+                client_bound = remaining < self.config.board_timeout_s
                 timeout = min(self.config.board_timeout_s, remaining)
                 sent = time.perf_counter()
                 reply = await board.next_call()(request, timeout=timeout)
@@ -182,8 +192,16 @@ class Dispatcher:
             except grpc.aio.AioRpcError as exc:
                 code = exc.code()
                 self.metrics.board_requests.labels(board.name, code.name).inc()
+                at_cap = code == grpc.StatusCode.RESOURCE_EXHAUSTED and CALL_CAP_FULL in (exc.details() or "")
+                if at_cap and attempt < MAX_ATTEMPTS:
+                    exclude = exclude | {board}
+                    continue
                 if code not in BOARD_FAULTS:
                     raise  # the request's own fault (bad frame, too large): the client gets it as is
+                if code == grpc.StatusCode.DEADLINE_EXCEEDED and client_bound:
+                    raise DispatchError(  # the caller's deadline, not the board's slowness: no penalty
+                        code, f"the caller's deadline passed while board {board.name} worked on it"
+                    ) from None
                 last_error = f"board {board.name}: {code.name}: {exc.details()}"
                 board.record_failure(self.config.failure_threshold, last_error)
                 exclude = exclude | {board}

@@ -21,7 +21,8 @@ from npudure.scheduler.metrics import SchedulerMetrics
 from npudure.scheduler.policies import POLICIES, make_policy
 from npudure.scheduler.route import ServingPusher, build_route, resolve
 from npudure.security import access as security
-from npudure.service import sdnotify
+from npudure.security import admin_inputs
+from npudure.service import grpc_limits, sdnotify
 from npudure.service.runtime import SERVER_OPTIONS, wait_for_shutdown
 from npudure.service.shutdown import graceful_stop
 
@@ -130,7 +131,7 @@ class Scheduler(rpc.ClusterServicer):
 
     async def SetActiveNodes(self, request: pb.SetActiveNodesRequest, context) -> pb.ClusterStatus:
         await self.admin.check(context, "SetActiveNodes")
-        names = list(request.nodes)
+        names = await admin_inputs.require(context, admin_inputs.node_names, list(request.nodes))
         unknown = [n for n in names if n not in self.by_name]
         if not names or unknown:
             await context.abort(
@@ -151,6 +152,7 @@ class Scheduler(rpc.ClusterServicer):
 
     async def SetPolicy(self, request: pb.SetPolicyRequest, context) -> pb.ClusterStatus:
         await self.admin.check(context, "SetPolicy")
+        await admin_inputs.require(context, admin_inputs.policy_name, request.policy)
         if request.policy not in POLICIES:
             await context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT,
@@ -177,6 +179,7 @@ class Scheduler(rpc.ClusterServicer):
 
     async def SetNodeCpuCap(self, request: pb.SetNodeCpuCapRequest, context) -> pb.NodeStatus:
         await self.admin.check(context, "SetNodeCpuCap")
+        await admin_inputs.require(context, admin_inputs.cpu_cap, request.mhz)
         board = await self._board(request.node, context)
         try:
             return await rpc.NodeStub(board.channels[0]).SetCpuCap(
@@ -187,10 +190,9 @@ class Scheduler(rpc.ClusterServicer):
 
     async def AcquireLease(self, request: pb.LeaseRequest, context) -> pb.Lease:
         await self.admin.check(context, "AcquireLease")
-        if not request.holder:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "a lease needs a holder name")
+        ttl_s = await admin_inputs.require(context, admin_inputs.lease, request.holder, request.ttl_s)
         try:
-            lease = self.lease.acquire(request.holder, request.ttl_s or 30.0)
+            lease = self.lease.acquire(request.holder, ttl_s)
         except DispatchError as exc:
             await context.abort(exc.code, str(exc))
         self.membership.save()
@@ -225,7 +227,7 @@ class Scheduler(rpc.ClusterServicer):
         return reply
 
     async def _board(self, name: str, context) -> Board:
-        board = self.by_name.get(name)
+        board = self.by_name.get(await admin_inputs.require(context, admin_inputs.node_name, name))
         if board is None:
             await context.abort(
                 grpc.StatusCode.NOT_FOUND, f"no board named {name!r}; boards are: {', '.join(self.by_name)}"
@@ -279,21 +281,17 @@ class Scheduler(rpc.ClusterServicer):
 async def serve(
     config: SchedulerConfig, ready: asyncio.Event | None = None, config_path: str | None = None
 ) -> None:
-    scheduler = Scheduler(
-        config, config_path
-    )  # SecurityError (a token or certificate file) is a configuration error
-    server = grpc.aio.server(
-        options=[
-            *SERVER_OPTIONS,
-            ("grpc.max_receive_message_length", config.max_message_bytes),
-            ("grpc.max_send_message_length", config.max_message_bytes),
-        ]
+    # SecurityError (a token or certificate file) is a configuration error
+    scheduler = Scheduler(config, config_path)
+    inflight = len(config.boards) * config.board_max_inflight
+    server = grpc_limits.server(
+        config.limits, config.max_message_bytes, config.queue_limit + inflight, SERVER_OPTIONS
     )
     server.add_generic_rpc_handlers((scheduler.inference_handler(),))
     rpc.add_ClusterServicer_to_server(scheduler, server)
     health_pb2_grpc.add_HealthServicer_to_server(scheduler.health, server)
     reflection.enable_server_reflection(SERVICE_NAMES, server)
-    security.add_port(server, config.listen, config.tls)
+    port = security.add_port(server, config.listen, config.tls)
     try:
         await scheduler.wait_for_boards()
     except StartupError:
@@ -301,6 +299,7 @@ async def serve(
         raise
     scheduler.start_monitors()
     await server.start()
+    connections = asyncio.create_task(grpc_limits.watch_connections(port, config.limits))
     scheduler.metrics.serve(config.listen, config.metrics_port, config.metrics_listen, config.tls)
     for name in ("", INFERENCE):
         await scheduler.health.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -319,5 +318,6 @@ async def serve(
     finally:
         sdnotify.notify("STOPPING=1")
         pinger.cancel()
+        connections.cancel()
         await graceful_stop(server, scheduler.health, config.shutdown)
         await scheduler.close()

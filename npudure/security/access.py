@@ -235,12 +235,21 @@ class _Metadata(grpc.UnaryUnaryClientInterceptor):
         return continuation(details, request)
 
 
+# The agents' admin RPCs: the only calls from the scheduler that need its admin token.
+NODE_ADMIN_METHODS = frozenset(
+    f"/npudure.v1.Node/{name}" for name in ("SetCpuCap", "SetServing", "InjectFault")
+)
+
+
 class _AioMetadata(grpc.aio.UnaryUnaryClientInterceptor):
-    def __init__(self, metadata: tuple[tuple[str, str], ...]) -> None:
+    def __init__(self, metadata: tuple[tuple[str, str], ...], methods: frozenset[str] | None = None) -> None:
         self.metadata = metadata
+        self.methods = methods  # None: every call
 
     async def intercept_unary_unary(self, continuation, details, request):
-        details = details._replace(metadata=(*(details.metadata or ()), *self.metadata))
+        method = details.method.decode() if isinstance(details.method, bytes) else details.method
+        if self.methods is None or method in self.methods:
+            details = details._replace(metadata=(*(details.metadata or ()), *self.metadata))
         return await continuation(details, request)
 
 
@@ -266,14 +275,18 @@ def aio_channel(
     tls: TlsConfig | None = None,
     token: str | None = None,
     from_env: bool = True,
+    token_methods: frozenset[str] | None = None,
 ) -> grpc.aio.Channel:
-    """An asyncio channel: TLS identity and admin token given, or (``from_env``) from the environment."""
+    """An asyncio channel: TLS identity and admin token given, or (``from_env``) from the environment.
+
+    With ``token_methods`` the token goes only on those calls (the scheduler's channels to the boards:
+    never on forwarded frames or status polls, which anything on the board network could read)."""
     if from_env:
         tls = tls or client_tls()
         metadata = _token_metadata() or _bearer(token)
     else:
         metadata = _bearer(token)
-    interceptors = [_AioMetadata(metadata)] if metadata else None
+    interceptors = [_AioMetadata(metadata, token_methods)] if metadata else None
     if tls:
         return grpc.aio.secure_channel(
             target, channel_credentials(tls), options=list(options), interceptors=interceptors

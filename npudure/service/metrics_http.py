@@ -8,13 +8,22 @@ Series: see docs/metrics.md.
 
 from __future__ import annotations
 
-from wsgiref.simple_server import WSGIServer
+import contextlib
+import logging
+import socket
+import ssl
+import threading
+import time
+from socketserver import ThreadingMixIn
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 import prometheus_client
 from prometheus_client import CollectorRegistry, Info, ProcessCollector
 
 from npudure import __version__
 from npudure.config import TlsConfig
+
+log = logging.getLogger(__name__)
 
 # One sample per counter/histogram, not two: the *_created series double the scrape for nothing here.
 prometheus_client.disable_created_metrics()
@@ -36,24 +45,96 @@ def metrics_address(listen: str, port: int, metrics_listen: str | None) -> tuple
     return listen.rpartition(":")[0].strip("[]"), port
 
 
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass  # one line per scrape is noise; errors are counted, not printed
+
+
+class BoundedMetricsServer(ThreadingMixIn, WSGIServer):
+    """The exporter's HTTP server with bounds: at most ``MAX_CLIENTS`` connections served at once (the
+    next ones are closed at accept), each given ``REQUEST_TIMEOUT_S`` per read and ``REQUEST_DEADLINE_S``
+    in all (a slow or silent client cannot hold a thread, an fd or the TLS handshake), and errors
+    counted instead of printed as tracebacks. prometheus_client's own server starts a thread per
+    connection with no timeout."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+    MAX_CLIENTS = 8
+    REQUEST_TIMEOUT_S = 5.0
+    REQUEST_DEADLINE_S = 10.0
+
+    def __init__(self, address: tuple[str, int], ssl_context: ssl.SSLContext | None = None) -> None:
+        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        super().__init__(address, _QuietHandler)
+        self.ssl_context = ssl_context
+        self._slots = threading.BoundedSemaphore(self.MAX_CLIENTS)
+        self.refused = 0
+        self.errors = 0
+        self._last_log = float("-inf")
+
+    def process_request(self, request, client_address) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.refused += 1
+            self._log(
+                f"metrics endpoint: {self.MAX_CLIENTS} clients already served; closing {client_address[0]}"
+            )
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request, client_address) -> None:
+        timer = threading.Timer(self.REQUEST_DEADLINE_S, _cut, (request,))
+        timer.daemon = True
+        timer.start()
+        try:
+            request.settimeout(self.REQUEST_TIMEOUT_S)
+            if self.ssl_context is not None:
+                try:
+                    request = self.ssl_context.wrap_socket(request, server_side=True)
+                except (OSError, ssl.SSLError):
+                    self.errors += 1
+                    self.shutdown_request(request)
+                    return
+            super().process_request_thread(request, client_address)
+        finally:
+            timer.cancel()
+            self._slots.release()
+
+    def handle_error(self, request, client_address) -> None:
+        self.errors += 1
+        self._log(f"metrics endpoint: a request from {client_address[0]} failed (timed out or malformed)")
+
+    def _log(self, message: str) -> None:
+        now = time.monotonic()
+        if now - self._last_log > 60:
+            self._last_log = now
+            log.warning("%s (logged once a minute)", message)
+
+
+def _cut(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+def _server_tls(tls: TlsConfig) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=tls.ca)
+    context.load_cert_chain(tls.cert, tls.key)
+    context.verify_mode = ssl.CERT_REQUIRED
+    return context
+
+
 def serve(
     registry: CollectorRegistry, listen: str, port: int, metrics_listen: str | None, tls: TlsConfig | None
-) -> WSGIServer | None:
+) -> BoundedMetricsServer | None:
     """Start the endpoint in a daemon thread; returns its server (for shutdown) or None when off."""
     address = metrics_address(listen, port, metrics_listen)
     if address is None:
         return None
-    host, bind_port = address
-    if tls is None:
-        server, _ = prometheus_client.start_http_server(bind_port, addr=host, registry=registry)
-    else:
-        server, _ = prometheus_client.start_http_server(
-            bind_port,
-            addr=host,
-            registry=registry,
-            certfile=tls.cert,
-            keyfile=tls.key,
-            client_cafile=tls.ca,
-            client_auth_required=True,
-        )
+    server = BoundedMetricsServer(address, _server_tls(tls) if tls else None)
+    server.set_app(prometheus_client.make_wsgi_app(registry))
+    threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()
     return server

@@ -14,6 +14,7 @@ import grpc
 import numpy as np
 
 from npudure.proto import inference_pb2 as pb
+from npudure.vision import decode_budget
 
 # The model's input: 640x640 RGB, uint8 (YOLOv8n as exported; every backend feeds this).
 INPUT_SIZE = 640
@@ -59,6 +60,10 @@ def decode_checked(encoding: int, frame: bytes) -> np.ndarray:
         return np.frombuffer(frame, dtype=np.uint8).reshape(FRAME_SHAPE)
     from PIL import Image
 
+    try:  # the decoder's work bounded before any pixel is decoded (scans, marker segments)
+        decode_budget.count_scans(frame)
+    except decode_budget.BudgetError as exc:
+        raise FrameError(str(exc)) from None
     try:
         # Image.open reads only the header: the claimed size is checked here, before any pixel is decoded.
         with Image.open(io.BytesIO(frame), formats=["JPEG"]) as image:

@@ -252,3 +252,27 @@ def test_in_flight_returns_to_zero_after_a_mixed_storm() -> None:
         assert d.queue_depth == 0
 
     run(main())
+
+
+def test_a_deadline_the_caller_set_shorter_than_board_timeout_is_not_the_boards_fault() -> None:
+    async def main() -> None:
+        d, boards, fakes = make_dispatcher(2)
+        fakes[0].script = fakes[1].script = [rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED, "late")]
+        with pytest.raises(DispatchError) as info:
+            await d.forward(b"frame", time.monotonic() + 0.025)  # board_timeout_s is 2 s
+        assert info.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+        assert "caller's deadline" in str(info.value)
+        assert [b.failures for b in boards] == [0, 0] and d.retries == 0
+        assert in_flight(boards) == [0, 0]
+
+    run(main())
+
+
+def test_a_deadline_the_board_timeout_set_counts_against_the_board() -> None:
+    async def main() -> None:
+        d, boards, fakes = make_dispatcher(2)
+        fakes[0].script = fakes[1].script = [rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED, "late")]
+        reply = pb.InferResponse.FromString(await d.forward(b"frame", FAR))
+        assert reply.attempts == 2 and sum(b.failures for b in boards) == 1
+
+    run(main())

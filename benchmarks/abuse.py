@@ -1,0 +1,245 @@
+#!/usr/bin/env python3
+"""Per abuse class: what was sent, what came back, legitimate requests failed meanwhile, and the peak RSS
+and fds of the scheduler and of the busiest agent. Prints a markdown table; asserts nothing.
+
+A real scheduler and three ``sim`` agents (EMULATED NPU, time_scale 2) on loopback, with the limits of
+tests/integration/test_abuse.py (connection cap 64, idle 3 s, age 8 s + 2 s grace, 100 streams per
+connection, 240 concurrent calls) so that each class reaches its bound in seconds. One legitimate
+client sends a raw 640x640 frame every 200 ms (10 s deadline) through the scheduler during each attack.
+
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/abuse.py
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import socket
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "integration")]
+
+import grpc  # noqa: E402
+import jpeg_bombs  # noqa: E402
+from abuse_clients import (  # noqa: E402
+    BIG,
+    LegitProbe,
+    PeakSampler,
+    board_states,
+    grpc_headers,
+    h2_connect,
+    length_prefix,
+    pump,
+    storm,
+    unfinished_streams,
+)
+
+from npudure.lab.local import LocalCluster, free_port  # noqa: E402
+from npudure.proto import inference_pb2 as pb  # noqa: E402
+
+LIMITS = {
+    "max_connections": 64,
+    "max_streams_per_connection": 100,
+    "max_concurrent_rpcs": 240,
+    "max_connection_idle_s": 3.0,
+    "max_connection_age_s": 8.0,
+    "max_connection_age_grace_s": 2.0,
+}
+METRICS_PORT = free_port()
+
+
+def _count(codes: list[str]) -> str:
+    out: dict[str, int] = {}
+    for code in codes:
+        out[code] = out.get(code, 0) + 1
+    return ", ".join(f"{n} {c}" for c, n in sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def _frames(address: str, frame: bytes, count: int) -> list[str]:
+    request = pb.InferRequest(encoding=pb.ENCODING_JPEG, frame=frame).SerializeToString()
+    codes = []
+    with grpc.insecure_channel(address, options=BIG) as channel:
+        call = channel.unary_unary("/npudure.v1.Inference/Infer")
+        for _ in range(count):
+            try:
+                call(request, timeout=10)
+                codes.append("OK")
+            except grpc.RpcError as exc:
+                codes.append(exc.code().name)
+    return codes
+
+
+def deadline_storm(c: LocalCluster) -> tuple[str, str]:
+    codes = storm(c.address, 12, 5.0, deadline_s=0.025)
+    return "12 callers x 5 s, 25 ms deadline", ", ".join(f"{n} {k}" for k, n in codes.items())
+
+
+def cancel_storm(c: LocalCluster) -> tuple[str, str]:
+    codes = storm(c.address, 12, 5.0, deadline_s=5.0, cancel_s=0.01)
+    return "12 callers x 5 s, cancelled after 10 ms", ", ".join(f"{n} {k}" for k, n in codes.items())
+
+
+def scan_bomb(c: LocalCluster) -> tuple[str, str]:
+    bomb = jpeg_bombs.many_scans(2000)
+    return f"20 x progressive JPEG, 2000 scans ({len(bomb) >> 10} KB)", _count(_frames(c.address, bomb, 20))
+
+
+def segment_bomb(c: LocalCluster) -> tuple[str, str]:
+    bomb = jpeg_bombs.many_segments(900_000)
+    return f"20 x JPEG with 900k COM segments ({len(bomb) >> 20} MB)", _count(_frames(c.address, bomb, 20))
+
+
+def gzip_bomb(c: LocalCluster) -> tuple[str, str]:
+    bomb = gzip.compress(b"\0" * (4 << 20))
+    codes = []
+    for _ in range(4):
+        sock, conn = h2_connect(c.address)
+        with sock:
+            pump(sock, conn, 0.1)
+            for _ in range(16):
+                sid = conn.get_next_available_stream_id()
+                conn.send_headers(sid, grpc_headers(c.address, extra=(("grpc-encoding", "gzip"),)))
+                conn.send_data(sid, length_prefix(len(bomb), compressed=True) + bomb, end_stream=True)
+            for event in pump(sock, conn, 2.0):
+                status = dict(getattr(event, "headers", None) or ()).get("grpc-status")
+                if status is not None:
+                    codes.append(next(s.name for s in grpc.StatusCode if s.value[0] == int(status)))
+    return f"64 x gzip body ({len(bomb)} B inflating to 4 MiB)", _count(codes)
+
+
+def unfinished(c: LocalCluster) -> tuple[str, str]:
+    started = time.monotonic()
+    stalled = unfinished_streams(c.address, 1, 100, 64 << 10)
+    ends: list[str] = []
+    while time.monotonic() - started < 20 and not {"GOAWAY", "CLOSED"} & set(ends):
+        ends += stalled.poll(0.5)
+    stalled.close()
+    took = time.monotonic() - started
+    return (
+        "100 calls on 1 connection, 64 KB of 3.9 MB each, then silence",
+        f"connection closed after {took:.1f}s",
+    )
+
+
+def over_rpc_cap(c: LocalCluster) -> tuple[str, str]:
+    agent = c.agents["board2"].address
+    stalled = unfinished_streams(agent, 3, 100, 64 << 10)
+    stalled.poll(1.0)
+    stalled.close()
+    return "300 stalled calls to one agent (cap 240)", _count(stalled.statuses) or "none answered"
+
+
+def slow_loris(c: LocalCluster) -> tuple[str, str]:
+    sock, conn = h2_connect(c.address)
+    started = time.monotonic()
+    conn.send_headers(1, grpc_headers(c.address))
+    conn.send_data(1, length_prefix(1 << 20))
+    with sock:
+        while time.monotonic() - started < 25:
+            try:
+                conn.send_data(1, b"\2" * 5)
+            except Exception:
+                break
+            if any(
+                e == "closed" or type(e).__name__ == "ConnectionTerminated" for e in pump(sock, conn, 1.0)
+            ):
+                break
+    return "1 MB body sent at 5 B/s", f"cut after {time.monotonic() - started:.1f}s"
+
+
+def idle_sockets(c: LocalCluster) -> tuple[str, str]:
+    host, _, port = c.agents["board3"].address.rpartition(":")
+    socks = [socket.create_connection((host, int(port)), timeout=5) for _ in range(300)]
+    started, closed = time.monotonic(), set()
+    while len(closed) < len(socks) and time.monotonic() - started < 15:
+        for i, sock in enumerate(socks):
+            sock.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                try:
+                    if sock.recv(4096) == b"":
+                        closed.add(i)
+                except OSError:
+                    closed.add(i)
+        time.sleep(0.2)
+    for sock in socks:
+        sock.close()
+    return (
+        "300 idle TCP connections to an agent (cap 64)",
+        f"{len(closed)} closed by the server in {time.monotonic() - started:.1f}s",
+    )
+
+
+def malformed(c: LocalCluster) -> tuple[str, str]:
+    codes = []
+    methods = [f"/npudure.v1.Cluster/{m.name}" for m in pb.DESCRIPTOR.services_by_name["Cluster"].methods]
+    with grpc.insecure_channel(c.address) as channel:
+        for _ in range(20):
+            for method in [*methods, "/grpc.health.v1.Health/Check", "/npudure.v1.Inference/Infer"]:
+                try:
+                    channel.unary_unary(method)(b"\xff\xff\xff", timeout=5)
+                    codes.append("OK")
+                except grpc.RpcError as exc:
+                    codes.append(exc.code().name)
+    return f"{len(codes)} x 3 junk bytes on every unary RPC", _count(codes)
+
+
+def metrics_http(c: LocalCluster) -> tuple[str, str]:
+    pid = c.agents["board1"].pid
+    socks = [socket.create_connection(("127.0.0.1", METRICS_PORT), timeout=5) for _ in range(200)]
+    time.sleep(1.0)
+    with open(f"/proc/{pid}/status") as status:
+        threads = next(int(line.split()[1]) for line in status if line.startswith("Threads:"))
+    for sock in socks:
+        sock.close()
+    return (
+        "200 silent HTTP connections to an agent's metrics port",
+        f"agent threads {threads} (8 served at once)",
+    )
+
+
+CLASSES = [
+    deadline_storm,
+    cancel_storm,
+    scan_bomb,
+    segment_bomb,
+    gzip_bomb,
+    unfinished,
+    over_rpc_cap,
+    slow_loris,
+    idle_sockets,
+    malformed,
+    metrics_http,
+]
+
+
+def main() -> None:
+    with LocalCluster(
+        boards=3,
+        time_scale=2.0,
+        agent_overrides={"limits": LIMITS},
+        scheduler_overrides={"limits": LIMITS},
+        per_board_overrides={"board1": {"metrics_port": METRICS_PORT}},
+    ) as c:
+        pids = {"scheduler": c.scheduler.pid, **{n: p.pid for n, p in c.agents.items()}}
+        header = "abuse | sent | answer | legit ok/failed (worst s) | boards after | peak RSS MiB / fds"
+        print(f"| {header}: scheduler; busiest agent |")
+        print("|---|---|---|---|---|---|")
+        for attack in CLASSES:
+            with PeakSampler(pids) as peaks, LegitProbe(c.address) as legit:
+                sent, answer = attack(c)
+            time.sleep(1.0)
+            states = board_states(c.address)
+            up = "all UP" if set(states.values()) == {"UP"} else str(states)
+            sched = peaks.peak["scheduler"]
+            agent = max((peaks.peak[n] for n in c.agents), key=lambda u: u.rss_mib)
+            name = attack.__name__.replace("_", " ")
+            ok = f"{legit.served}/{len(legit.failures)} ({legit.worst_s:.2f})"
+            peak = f"{sched.rss_mib:.0f} / {sched.fds}; {agent.rss_mib:.0f} / {agent.fds}"
+            print(f"| {name} | {sent} | {answer} | {ok} | {up} | {peak} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

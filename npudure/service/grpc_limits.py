@@ -1,0 +1,116 @@
+"""What one client may hold on the agent's and the scheduler's gRPC servers: the one place for the limits.
+
+gRPC C-core (1.85) gives, per server:
+- ``grpc.max_allowed_incoming_connections``: connections beyond it are closed on accept (fds freed);
+  C-core says nothing when it happens, so :func:`watch_connections` logs it.
+- ``grpc.max_concurrent_streams``: advertised in SETTINGS; a client cannot open more calls on one
+  connection.
+- ``maximum_concurrent_rpcs`` (grpc.aio): calls being received or handled at once, all connections
+  together; beyond it RESOURCE_EXHAUSTED. With ``grpc.max_receive_message_length`` it bounds the bytes
+  held in requests, complete or not: max_concurrent_rpcs x max_message_bytes.
+- ``grpc.max_connection_idle_ms``: a connection with no call is closed (GOAWAY).
+- ``grpc.max_connection_age_ms`` + ``_grace_ms``: every connection is closed after its age (C-core adds
+  +/-10% jitter) and a grace for its calls. There is no per-stream body timeout in gRPC: this is what
+  bounds a request body that stops arriving (a slow loris), together with the stream and RPC caps.
+- ``grpc.compression_enabled_algorithms_bitset`` = identity only: a gzip (or deflate) request is
+  refused (UNIMPLEMENTED) before it is inflated, so 4 KB on the wire cannot become 4 MB in memory.
+- keepalive enforcement: pings more often than every 500 ms without data are strikes; after two the
+  connection gets GOAWAY ``too_many_pings`` (proxyless clients ping every second).
+The resource quota (``grpc.resource_quota``) is a C pointer that grpcio does not expose to Python.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import grpc
+
+from npudure.config import ServerLimits
+from npudure.service.decoding import StrictDecoding, quiet_call_ended_errors
+
+log = logging.getLogger(__name__)
+
+IDENTITY_ONLY = 1  # bit 0 = GRPC_COMPRESS_NONE in grpc_compression_algorithm
+KEEPALIVE_ENFORCEMENT = (
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.min_ping_interval_without_data_ms", 500),
+    ("grpc.http2.max_ping_strikes", 2),
+)
+# A connection must finish its TLS handshake (and send the HTTP/2 preface) within this (default 120 s).
+HANDSHAKE_TIMEOUT_MS = 10_000
+# Calls beyond the request queue that a server always needs room for: health checks, status polls,
+# health watches of proxyless clients, admin calls.
+CONTROL_CALLS = 128
+
+
+def server_options(limits: ServerLimits, max_message_bytes: int) -> list[tuple[str, int]]:
+    return [
+        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.max_send_message_length", max_message_bytes),
+        ("grpc.max_allowed_incoming_connections", limits.max_connections),
+        ("grpc.max_concurrent_streams", limits.max_streams_per_connection),
+        ("grpc.max_connection_idle_ms", round(limits.max_connection_idle_s * 1000)),
+        ("grpc.max_connection_age_ms", round(limits.max_connection_age_s * 1000)),
+        ("grpc.max_connection_age_grace_ms", round(limits.max_connection_age_grace_s * 1000)),
+        ("grpc.compression_enabled_algorithms_bitset", IDENTITY_ONLY),
+        ("grpc.server_handshake_timeout_ms", HANDSHAKE_TIMEOUT_MS),
+        *KEEPALIVE_ENFORCEMENT,
+    ]
+
+
+def server(
+    limits: ServerLimits,
+    max_message_bytes: int,
+    request_queue: int,
+    options: Sequence[tuple[str, object]] = (),
+) -> grpc.aio.Server:
+    """A grpc.aio server with the limits, and malformed requests answered INVALID_ARGUMENT.
+
+    ``options`` come first and ours override them (C-core keeps the last value of a repeated key).
+    """
+    concurrent = limits.max_concurrent_rpcs or request_queue + CONTROL_CALLS
+    quiet_call_ended_errors()
+    return grpc.aio.server(
+        options=[*options, *server_options(limits, max_message_bytes)],
+        interceptors=(StrictDecoding(),),
+        maximum_concurrent_rpcs=concurrent,
+    )
+
+
+def inbound_connections(port: int, proc_net: Path = Path("/proc/net")) -> int:
+    """ESTABLISHED TCP connections to local ``port`` (IPv4 and IPv6), from /proc/net/tcp{,6}."""
+    count = 0
+    hex_port = f":{port:04X}"
+    for name in ("tcp", "tcp6"):
+        try:
+            lines = (proc_net / name).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split(None, 4)
+            if len(fields) > 3 and fields[1].endswith(hex_port) and fields[3] == "01":
+                count += 1
+    return count
+
+
+async def watch_connections(port: int, limits: ServerLimits, interval_s: float = 1.0) -> None:
+    """Log a warning (at most once a minute) while the connection cap is reached: C-core closes the
+    connections beyond it without a word."""
+    last = 0.0
+    while True:
+        await asyncio.sleep(interval_s)
+        count = await asyncio.to_thread(inbound_connections, port)
+        if count >= limits.max_connections and time.monotonic() - last > 60:
+            last = time.monotonic()
+            log.warning(
+                "%d connections to port %d: the cap (limits.max_connections = %d) is reached; new "
+                "connections are closed on accept until some close (idle ones go after %.0fs)",
+                count,
+                port,
+                limits.max_connections,
+                limits.max_connection_idle_s,
+            )

@@ -1,0 +1,69 @@
+"""The scheduler's admin token travels only on the boards' admin calls, never on forwarded frames,
+health checks or status polls (plaintext on the board network otherwise)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from npudure.config import BoardConfig, SchedulerConfig
+from npudure.proto import inference_pb2 as pb
+from npudure.proto import inference_pb2_grpc as rpc
+from npudure.scheduler.boards import open_board
+from npudure.security import access as security
+
+
+class _Recorder(grpc.GenericRpcHandler):
+    """Answers nothing (UNIMPLEMENTED); remembers which calls carried an authorization header."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, bool] = {}
+
+    def service(self, details):
+        self.seen[details.method] = any(k == "authorization" for k, _ in details.invocation_metadata)
+        return None
+
+
+async def _calls(tmp_path: Path) -> dict[str, bool]:
+    token = security.write_token(tmp_path / "admin-token")
+    recorder = _Recorder()
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers((recorder,))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    config = SchedulerConfig(
+        boards=[BoardConfig(name="b1", address=f"127.0.0.1:{port}")],
+        admin={"token_file": str(token)},
+    )
+    board = open_board(0, config.boards[0], config)
+    channel = board.channels[0]
+    calls = [
+        board.next_call()(b"", timeout=5),
+        health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5),
+        rpc.NodeStub(channel).GetStatus(pb.NodeStatusRequest(), timeout=5),
+        rpc.NodeStub(channel).SetServing(pb.SetServingRequest(), timeout=5),
+        rpc.NodeStub(channel).SetCpuCap(pb.SetCpuCapRequest(), timeout=5),
+    ]
+    for call in calls:
+        try:
+            await call
+        except grpc.aio.AioRpcError as exc:
+            assert exc.code() == grpc.StatusCode.UNIMPLEMENTED
+    for ch in board.channels:
+        await ch.close()
+    await server.stop(None)
+    return recorder.seen
+
+
+def test_the_token_goes_on_admin_calls_only(tmp_path: Path) -> None:
+    seen = asyncio.run(_calls(tmp_path))
+    assert seen == {
+        "/npudure.v1.Inference/Infer": False,
+        "/grpc.health.v1.Health/Check": False,
+        "/npudure.v1.Node/GetStatus": False,
+        "/npudure.v1.Node/SetServing": True,
+        "/npudure.v1.Node/SetCpuCap": True,
+    }

@@ -1,0 +1,53 @@
+"""The decode budget counts scans and marker segments on the bytes, before any pixel is decoded."""
+
+from __future__ import annotations
+
+import grpc
+import jpeg_bombs
+import numpy as np
+import pytest
+
+from npudure.proto import inference_pb2 as pb
+from npudure.vision import decode_budget, frames
+
+
+def test_standard_jpegs_are_within_the_budget() -> None:
+    assert decode_budget.count_scans(jpeg_bombs.progressive()) == 10  # libjpeg's colour script
+    baseline = frames.encode_jpeg(np.zeros((640, 640, 3), np.uint8))
+    assert decode_budget.count_scans(baseline) == 1
+    assert frames.decode(pb.ENCODING_JPEG, jpeg_bombs.progressive()).shape == frames.FRAME_SHAPE
+
+
+def test_scan_bytes_inside_a_metadata_segment_are_not_scans() -> None:
+    jpeg = jpeg_bombs.progressive()
+    payload = b"Exif\x00\x00" + b"\xff\xda" * 1000
+    with_app1 = jpeg[:2] + b"\xff\xe1" + (len(payload) + 2).to_bytes(2, "big") + payload + jpeg[2:]
+    assert decode_budget.count_scans(with_app1) == 10
+
+
+@pytest.mark.parametrize(
+    ("bomb", "words"),
+    [
+        (jpeg_bombs.many_scans(decode_budget.MAX_SCANS + 1), "scans"),
+        (jpeg_bombs.many_scans(2000), "scans"),
+        (jpeg_bombs.many_segments(decode_budget.MAX_SEGMENTS + 1), "marker segments"),
+    ],
+)
+def test_bombs_are_refused_as_invalid_argument(bomb: bytes, words: str) -> None:
+    with pytest.raises(frames.FrameError) as err:
+        frames.decode(pb.ENCODING_JPEG, bomb)
+    assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "more than" in str(err.value) and words in str(err.value)
+
+
+def test_at_the_limit_is_still_decoded() -> None:
+    jpeg = jpeg_bombs.many_scans(decode_budget.MAX_SCANS)
+    assert decode_budget.count_scans(jpeg) == decode_budget.MAX_SCANS
+    frames.decode(pb.ENCODING_JPEG, jpeg)  # repeated refinement scans: libjpeg warns, still decodes
+
+
+def test_truncated_and_garbage_bytes_are_left_to_the_decoder() -> None:
+    jpeg = jpeg_bombs.progressive()
+    for cut in (3, 10, 200, len(jpeg) // 2):
+        assert decode_budget.count_scans(jpeg[:cut]) <= 10
+    assert decode_budget.count_scans(b"\xff\xd8" + bytes(range(256)) * 4) == 0
