@@ -14,6 +14,7 @@ from npudure import __version__
 from npudure.config import SchedulerConfig
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
+from npudure.scheduler import http_api
 from npudure.scheduler.boards import Board, BoardMonitor, open_board
 from npudure.scheduler.dispatch import Dispatcher, DispatchError
 from npudure.scheduler.metrics import SchedulerMetrics
@@ -269,6 +270,12 @@ async def serve(config: SchedulerConfig, ready: asyncio.Event | None = None) -> 
         raise
     scheduler.start_monitors()
     await server.start()
+    try:
+        http = await http_api.start(scheduler)  # the DeepStack-compatible HTTP API, when configured
+    except BaseException:
+        await server.stop(grace=0)
+        await scheduler.close()
+        raise
     scheduler.metrics.serve(config.listen, config.metrics_port, config.metrics_listen, config.tls)
     for name in ("", INFERENCE):
         await scheduler.health.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -288,5 +295,7 @@ async def serve(config: SchedulerConfig, ready: asyncio.Event | None = None) -> 
         sdnotify.notify("STOPPING=1")
         pinger.cancel()
         await scheduler.health.enter_graceful_shutdown()
+        if http is not None:
+            await http.stop()
         await server.stop(grace=2)
         await scheduler.close()
