@@ -24,7 +24,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import grpc
 import numpy as np
@@ -34,12 +34,21 @@ from aiohttp.abc import AbstractAccessLogger
 from npudure.config import HttpApiConfig, SchedulerConfig
 from npudure.proto import inference_pb2 as pb
 from npudure.scheduler import deepstack
-from npudure.scheduler.dispatch import DispatchError
+from npudure.scheduler.boards import Board
+from npudure.scheduler.dispatch import Dispatcher, DispatchError
 from npudure.scheduler.http_image import Decoded, ImageError, decode_letterboxed
+from npudure.scheduler.metrics import SchedulerMetrics
 from npudure.security.access import ListenError, SecurityError
 
-if TYPE_CHECKING:
-    from npudure.scheduler.server import Scheduler
+
+class Scheduler(Protocol):
+    """What the API uses of npudure.scheduler.server.Scheduler (named here, so no import cycle)."""
+
+    config: SchedulerConfig
+    metrics: SchedulerMetrics
+    dispatch: Dispatcher
+    boards: list[Board]
+
 
 log = logging.getLogger(__name__)
 access_log = logging.getLogger(f"{__name__}.access")
