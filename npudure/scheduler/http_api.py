@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 import grpc
 import numpy as np
-from aiohttp import web
+from aiohttp import BodyPartReader, web
 from aiohttp.abc import AbstractAccessLogger
 
 from npudure.config import HttpApiConfig, SchedulerConfig
@@ -248,24 +248,23 @@ class HttpApi:
                 f"(got Content-Type {request.content_type or 'none'!r})",
             )
         try:
-            form = await asyncio.wait_for(request.post(), self.config.read_timeout_s)
+            form = await asyncio.wait_for(self._read_form(request), self.config.read_timeout_s)
         except TimeoutError:
             raise HttpApiError(
                 408,
                 f"the request body did not arrive within {self.config.read_timeout_s:g}s "
                 "(http_api.read_timeout_s)",
             ) from None
-        except ValueError as exc:  # a malformed multipart body
+        except (ValueError, AssertionError, UnicodeDecodeError) as exc:  # a malformed multipart body
             raise HttpApiError(400, f"the multipart body could not be read: {exc}") from None
-        self._check_key(form.get("api_key"))
-        min_confidence = _min_confidence(form.get("min_confidence"))
-        image = form.get("image")
-        if image is None or isinstance(image, str):
+        self._check_key(_text(form.get("api_key")))
+        min_confidence = _min_confidence(_text(form.get("min_confidence")))
+        data = form.get("image")
+        if data is None:
             fields = ", ".join(sorted(k for k in form if k != "api_key")) or "none"
             raise HttpApiError(
                 400, f"no image: post the image file as the form field 'image' (fields sent: {fields})"
             )
-        data = image.file.read()
         loop = asyncio.get_running_loop()
         t0 = time.perf_counter()
         try:
@@ -289,6 +288,23 @@ class HttpApi:
                 status, f"the board refused the frame: {exc.details()}", exc.code().name
             ) from None
         return web.json_response(self._answer(reply, decoded, min_confidence, received, decode_s))
+
+    async def _read_form(self, request: web.Request) -> dict[str, bytes]:
+        """Every part of the multipart body, in memory, bounded by max_body_bytes in all (chunked bodies
+        too). The image is taken whether or not its part names a filename (clients differ)."""
+        reader = await request.multipart()
+        form: dict[str, bytes] = {}
+        total = 0
+        while (part := await reader.next()) is not None:
+            if not isinstance(part, BodyPartReader):
+                raise HttpApiError(400, "nested multipart bodies are not accepted: post flat form fields")
+            data = await part.read(decode=True)
+            total += len(data)
+            if total > self.config.max_body_bytes:
+                raise web.HTTPRequestEntityTooLarge(max_size=self.config.max_body_bytes, actual_size=total)
+            if part.name:
+                form.setdefault(part.name, bytes(data))
+        return form
 
     def _check_key(self, sent: object) -> None:
         if self.api_key is None:
@@ -344,6 +360,10 @@ def _prepare(data: bytes, max_pixels: int) -> tuple[Decoded, bytes]:
         frame=decoded.frame.tobytes(),
     )
     return decoded, request.SerializeToString()
+
+
+def _text(value: bytes | None) -> str | None:
+    return None if value is None else value.decode("utf-8").strip()
 
 
 def _min_confidence(value: object) -> float:

@@ -166,6 +166,20 @@ def test_a_large_jpeg_is_decoded_and_mapped_into_its_own_pixels(cluster: LocalCl
         assert 0 <= p["x_min"] < p["x_max"] <= 1920 and 0 <= p["y_min"] < p["y_max"] <= 1080
 
 
+def test_an_image_part_without_a_filename_is_taken_too(cluster: LocalCluster) -> None:
+    boundary = "npudure-no-filename"
+    body = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="image"\r\n'
+        "Content-Type: image/jpeg\r\n\r\n".encode()
+        + jpeg(synthetic_frame(4, 320))
+        + f'\r\n--{boundary}\r\nContent-Disposition: form-data; name="min_confidence"\r\n\r\n0.0'.encode()
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
+    headers = {"Content-Type": f"multipart/form-data; boundary={boundary}"}
+    reply = post(cluster.http_url, data=body, headers=headers)
+    assert reply.status_code == 200 and reply.json()["count"] > 0
+
+
 def test_ping(cluster: LocalCluster) -> None:
     reply = requests.get(
         cluster.http_url.replace("/v1/vision/detection", "/v1/server/status/ping"), timeout=5
