@@ -295,8 +295,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--http-port",
         type=int,
-        default=50080,
-        help="port of the DeepStack-compatible HTTP API on 127.0.0.1 (0 = any free, -1 = off)",
+        help="port of the DeepStack-compatible HTTP API on 127.0.0.1 (default 50080, any free one with "
+        "--port 0; 0 = any free, -1 = off)",
     )
     parser.add_argument(
         "--synthetic-detections",
@@ -320,6 +320,7 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             print(f"npudure local: cannot use --workdir {args.workdir}: {exc.strerror}", file=sys.stderr)
             return 1
+    http_port = args.http_port if args.http_port is not None else (50080 if args.port else 0)
     model = args.model
     if args.backend == "onnx" and not model:
         from npudure.model import ensure_model  # built once, then cached
@@ -340,13 +341,9 @@ def run(args: argparse.Namespace) -> int:
         ),
         scheduler_overrides={
             "listen": f"127.0.0.1:{args.port or free_port()}",
-            **(
-                {"http_api": {"listen": f"127.0.0.1:{args.http_port or free_port()}"}}
-                if args.http_port >= 0
-                else {}
-            ),
+            **({"http_api": {"listen": f"127.0.0.1:{http_port or free_port()}"}} if http_port >= 0 else {}),
         },
-        http_api=args.http_port >= 0,
+        http_api=http_port >= 0,
         synthetic_detections=args.synthetic_detections,
     )
     stop = False
