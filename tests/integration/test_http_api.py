@@ -8,6 +8,7 @@ gRPC for the hand-letterboxed frame, mapped back by hand.
 from __future__ import annotations
 
 import asyncio
+import secrets
 import urllib.parse
 import urllib.request
 
@@ -39,7 +40,7 @@ from npudure.vision.frames import synthetic_frame
 MAX_BODY = 4 << 20
 MAX_PIXELS = 4_000_000
 READ_TIMEOUT_S = 2.0
-API_KEY = "camera-key-0123"
+API_KEY = secrets.token_urlsafe(12)  # made per run: no key literal in the repository
 
 
 @pytest.fixture(scope="module")
