@@ -154,6 +154,7 @@ class HttpApi:
         app = web.Application(client_max_size=self.config.max_body_bytes, middlewares=[self._errors])
         app.router.add_post("/v1/vision/detection", self.detection)
         app.router.add_get("/v1/server/status/ping", self.ping)
+        app.router.add_post("/v1/vision/custom/{model}", self.custom)
         return app
 
     async def start(self) -> None:
@@ -205,6 +206,11 @@ class HttpApi:
             if exc.status < 400:
                 raise
             return self._error(request, exc.status, exc.reason)
+        except Exception:  # a bug here: logged with its traceback, the client gets one line
+            log.exception("HTTP API: %s %s failed", request.method, request.path)
+            return self._error(
+                request, 500, "internal error in the scheduler's HTTP API (see its log)", "INTERNAL"
+            )
         if request.path == "/v1/vision/detection":
             self._counters["OK"].inc()
         return response
@@ -222,6 +228,13 @@ class HttpApi:
     async def ping(self, request: web.Request) -> web.Response:
         up = sum(b.eligible for b in self.scheduler.boards)
         return web.json_response({"success": up > 0, "boards_up": up, "boards": len(self.scheduler.boards)})
+
+    async def custom(self, request: web.Request) -> web.Response:
+        raise HttpApiError(
+            404,
+            f"no custom model {request.match_info['model']!r}: this cluster serves one model (COCO-80 "
+            "YOLOv8n); post to /v1/vision/detection (in Blue Iris: turn custom models off)",
+        )
 
     async def detection(self, request: web.Request) -> web.Response:
         received = time.perf_counter()

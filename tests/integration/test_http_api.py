@@ -181,6 +181,14 @@ def test_an_image_part_without_a_filename_is_taken_too(cluster: LocalCluster) ->
     assert reply.status_code == 200 and reply.json()["count"] > 0
 
 
+def test_custom_models_and_unknown_routes_answer_in_deepstacks_shape(cluster: LocalCluster) -> None:
+    base = cluster.http_url.replace("/v1/vision/detection", "")
+    custom = post(f"{base}/v1/vision/custom/ipcam-general", files={"image": jpeg(synthetic_frame(1, 64))})
+    assert custom.status_code == 404 and "/v1/vision/detection" in custom.json()["error"]
+    unknown = requests.get(f"{base}/v1/vision/face", timeout=5)
+    assert unknown.status_code in (404, 405) and unknown.json()["success"] is False
+
+
 def test_ping(cluster: LocalCluster) -> None:
     reply = requests.get(
         cluster.http_url.replace("/v1/vision/detection", "/v1/server/status/ping"), timeout=5
