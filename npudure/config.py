@@ -96,6 +96,10 @@ class SimConfig(_Strict):
     # Coefficient of variation of service time (lognormal), 0 = deterministic.
     jitter_cv: float = Field(0.03, ge=0, le=1)
     seed: int = 0
+    # SYNTHETIC detections: up to this many made-up boxes per frame, seeded by the frame's pixels (the
+    # same frame always gets the same boxes), so box handling can be checked end to end. 0 = none
+    # (the emulated NPU detects nothing); they are never a model's output.
+    synthetic_detections: int = Field(0, ge=0, le=100)
 
 
 class PostprocessConfig(_Strict):
@@ -148,6 +152,31 @@ class AgentConfig(_Strict):
     _addr = field_validator("listen")(classmethod(lambda cls, v: _check_address(v)))
 
 
+class HttpApiConfig(_Strict):
+    """The DeepStack / CodeProject.AI-compatible HTTP detection API (npudure/scheduler/http_api.py)."""
+
+    # On the scheduler's listen host at this port, or at listen "host:port" when set.
+    port: Port = 50080
+    listen: str | None = None
+    # A file holding the API key clients must send as the form field api_key; null = no key.
+    api_key_file: str | None = None
+    # Largest request body (the posted image and its form fields); beyond it HTTP 413.
+    max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024, le=256 * 1024 * 1024)
+    # Requests being decoded or inferred at once; beyond it HTTP 503 with Retry-After.
+    max_concurrency: int = Field(64, ge=1, le=100000)
+    # Threads decoding and letterboxing posted images (off the event loop).
+    decode_threads: int = Field(2, ge=1, le=64)
+    # Largest posted image, in pixels (width x height, checked from its header before decoding).
+    max_image_pixels: int = Field(7680 * 4320, ge=1, le=200_000_000)
+    # A request body must arrive within this (a slow-loris upload gets HTTP 408).
+    read_timeout_s: float = Field(10.0, gt=0, le=3600)
+    # With the scheduler's tls: require a client certificate signed by its CA (Frigate and most NVRs
+    # cannot present one: set false for server-only TLS, then set an api_key_file).
+    tls_client_auth: bool = True
+
+    _addr = field_validator("listen")(classmethod(lambda cls, v: v if v is None else _check_address(v)))
+
+
 class BoardConfig(_Strict):
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     address: str
@@ -191,6 +220,8 @@ class SchedulerConfig(_Strict):
     # Drains, active set and policy kept across restarts (JSON, written atomically); null: under systemd
     # $STATE_DIRECTORY/state.json (StateDirectory= in the unit), else not kept.
     state_file: str | None = None
+    # The DeepStack-compatible HTTP API; null = off.
+    http_api: HttpApiConfig | None = None
     boards: list[BoardConfig] = Field(min_length=1)
     limits: ServerLimits = ServerLimits()
 

@@ -21,7 +21,10 @@ The model (calibrated to the reference cluster's measurements, see docs/sim-mode
   created afterwards (the agent's recovery) work, and FAULT_NONE releases the hung calls.
 
 What it does not model: thermal throttling over time, the NPU's own clock, network cost (that is real:
-frames still cross real gRPC sockets), and detections (it returns none).
+frames still cross real gRPC sockets), and detections: it returns none, unless
+``sim.synthetic_detections`` is set — then SYNTHETIC detections (``synthetic_detections``), made-up
+boxes seeded by the frame's pixels, never a model's output: they let box handling (the HTTP API's
+inverse letterbox, labels, thresholds) be checked end to end.
 
 It knows when it falls behind: each frame's modelled service time and the time the slot actually took
 (the sleep plus the wait to get a CPU and the GIL back) are summed into two cumulative counters the agent
@@ -36,10 +39,11 @@ import itertools
 import math
 import threading
 import time
+import zlib
 
 import numpy as np
 
-from npudure.backends.base import NO_DETECTIONS, Backend, Context, ContextResult
+from npudure.backends.base import INPUT_SIZE, NO_DETECTIONS, Backend, Context, ContextResult
 from npudure.config import SimConfig
 
 LOCAL_THROUGHPUT_INF_S = 161.5  # reference: one RK3576 board, 2 NPU cores, no network
@@ -56,6 +60,24 @@ CAP_LADDER: tuple[tuple[int, float], ...] = (
     (1608, 1.18),
     (2208, 1.12),
 )
+
+
+def synthetic_detections(image: np.ndarray, limit: int) -> np.ndarray:
+    """SYNTHETIC detections, not a model's: 1..``limit`` boxes (x1, y1, x2, y2, score, class_id rows in
+    input pixels, scores 0.25-0.95, COCO class ids) drawn from a generator seeded by a sample of the
+    frame's pixels, so the same frame always gets the same boxes and different frames (almost always)
+    different ones."""
+    if limit <= 0:
+        return NO_DETECTIONS
+    seed = zlib.crc32(np.ascontiguousarray(image[::7, ::7]).data)
+    rng = np.random.default_rng([0x73796E74, seed])  # namespaced apart from the frame and model seeds
+    n = int(rng.integers(1, limit + 1))
+    xy = rng.uniform(0, INPUT_SIZE * 0.8, (n, 2))
+    wh = rng.uniform(INPUT_SIZE * 0.03, INPUT_SIZE * 0.4, (n, 2))
+    corners = np.clip(np.concatenate([xy, xy + wh], axis=1), 0, INPUT_SIZE)
+    scores = rng.uniform(0.25, 0.95, (n, 1))
+    classes = rng.integers(0, 80, (n, 1))
+    return np.concatenate([corners, scores, classes], axis=1).astype(np.float32)
 
 
 def cap_factor(cap_mhz: int | None) -> float:
@@ -96,7 +118,10 @@ class _SimContext(Context):
         # An injected NPU hang: the call does not return until the fault is cleared (bounded).
         while self.hung and time.perf_counter() - start < MAX_HANG_S:
             time.sleep(0.05)
-        return ContextResult(NO_DETECTIONS, 0.0, time.perf_counter() - start, 0.0, npu_input_s)
+        inference_s = time.perf_counter() - start
+        t1 = time.perf_counter()
+        detections = synthetic_detections(self._input, self._backend.config.synthetic_detections)
+        return ContextResult(detections, 0.0, inference_s, time.perf_counter() - t1, npu_input_s)
 
 
 class SimBackend(Backend):

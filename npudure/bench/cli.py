@@ -103,6 +103,17 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--frames", type=int, help="distinct frames (default 16 synthetic, or all --images)")
     p.add_argument("--seed", type=int, default=0, help="seed of the synthetic frames and Poisson arrivals")
     p.add_argument("--connections", type=int, default=2, help="harness gRPC connections to the scheduler")
+    p.add_argument(
+        "--api",
+        choices=("grpc", "http"),
+        default="grpc",
+        help="send frames over gRPC, or as JPEGs through the scheduler's DeepStack-compatible HTTP API",
+    )
+    p.add_argument(
+        "--http-url",
+        help="--api http: the detection URL (default http://TARGET-HOST:50080/v1/vision/detection)",
+    )
+    p.add_argument("--http-image-size", default="320", help="--api http: JPEG size, N or WxH (default 320)")
     p.add_argument("--timeout", type=float, default=30.0, help="per-request deadline, s")
     p.add_argument(
         "--scheduler-pid",
@@ -268,6 +279,14 @@ def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def _http_settings(args: argparse.Namespace) -> dict[str, str | None]:
+    if args.api != "http":
+        return {}
+    from npudure.bench.http_load import default_url
+
+    return {"api": "http", "http_url": args.http_url or default_url(args.target)}
+
+
 def run(args: argparse.Namespace) -> int:
     if args.bench_command == "recompute":
         return _recompute(args.result_dir)
@@ -291,10 +310,22 @@ def run(args: argparse.Namespace) -> int:
         timeout_s=args.timeout,
         harness_connections=args.connections,
         direct_telemetry=not args.no_direct_telemetry,
+        **_http_settings(args),
     )
     try:
         count = args.frames if args.frames else (None if args.images else 16)
-        frames = make_frame_set(args.encoding, count, args.seed, args.images)
+        if args.api == "http":
+            from npudure.bench.http_load import http_frame_set, parse_size
+
+            if args.mode != "scheduler" or args.images:
+                print(
+                    "npudure bench: --api http goes through the scheduler: drop --mode/--images",
+                    file=sys.stderr,
+                )
+                return EXIT_REFUSED
+            frames = http_frame_set(parse_size(args.http_image_size), count or 16, args.seed)
+        else:
+            frames = make_frame_set(args.encoding, count, args.seed, args.images)
     except FrameSourceError as exc:
         print(f"npudure bench: {exc}", file=sys.stderr)
         return EXIT_REFUSED

@@ -61,6 +61,9 @@ class BenchSettings:
     board_up_wait_s: float = 15.0
     lease_ttl_s: float = DEFAULT_TTL_S
     open_loop_max_outstanding: int = 256
+    # "grpc", or "http": the DeepStack-compatible HTTP API at http_url (npudure/bench/http_load.py).
+    api: str = "grpc"
+    http_url: str | None = None
 
 
 def _parse_target_port(target: str) -> tuple[str, int | None]:
@@ -150,6 +153,11 @@ class BenchSession:
                 self.frames = make_frame_set()
             self._loop = asyncio.new_event_loop()
             self._target = Target(self.target, self.settings.harness_connections)
+            if self.settings.api == "http":
+                from npudure.bench.http_load import HttpTarget
+
+                assert self.settings.http_url, "api http needs http_url"
+                self._target = HttpTarget(self.settings.http_url, self.settings.harness_connections)  # type: ignore[assignment]
             self._loop.run_until_complete(self._target.open())
             self.started_at = datetime.now(UTC).isoformat(timespec="seconds")
             self._write_manifest(status)
@@ -369,7 +377,7 @@ class BenchSession:
         the active set."""
         assert self._target is not None and self.admin is not None
         if spec.via == "scheduler":
-            return self._target, {"via": "scheduler", "target": self.target}
+            return self._target, {"via": "scheduler", "target": self.target, "api": self.settings.api}
         addresses = {b.name: b.address for b in self.admin.status().boards}
         missing = [b for b in spec.boards if b not in addresses]
         if missing:

@@ -80,6 +80,11 @@ class LocalCluster:
     workdir: Path | None = None
     start_timeout_s: float = 60.0
     log_level: str = "WARNING"
+    # Serve the DeepStack-compatible HTTP API too (on a free port unless scheduler_overrides' http_api
+    # names one): see ``http_url``.
+    http_api: bool = False
+    # sim: SYNTHETIC detections per frame at most (npudure.backends.sim.synthetic_detections); 0 = none.
+    synthetic_detections: int = 0
     # Admin token the servers require; None: a new one in the workdir. While the cluster runs, this
     # process's own clients use it (NPUDURE_ADMIN_TOKEN_FILE is set unless it already was).
     admin_token_file: Path | None = None
@@ -92,6 +97,15 @@ class LocalCluster:
     def address(self) -> str:
         assert self.scheduler is not None, "cluster not started"
         return self.scheduler.address
+
+    @property
+    def http_url(self) -> str:
+        """The HTTP API's detection URL (``http_api=True``)."""
+        assert self.scheduler is not None, "cluster not started"
+        api = yaml.safe_load(self.scheduler.config_path.read_text()).get("http_api")
+        assert api, "the cluster was started without http_api"
+        scheme = "https" if self.scheduler_overrides.get("tls") else "http"
+        return f"{scheme}://{api['listen']}/v1/vision/detection"
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> LocalCluster:
@@ -120,7 +134,15 @@ class LocalCluster:
                     "metrics_port": 0,
                     "backend": self.backend,
                     "npu_cores": self.npu_cores,
-                    "sim": {"time_scale": self.time_scale, "seed": i},
+                    "sim": {
+                        "time_scale": self.time_scale,
+                        "seed": i,
+                        **(
+                            {"synthetic_detections": self.synthetic_detections}
+                            if self.synthetic_detections
+                            else {}
+                        ),
+                    },
                     **({"model": self.model} if self.model else {}),
                     **admin,
                     **self.agent_overrides,
@@ -141,6 +163,11 @@ class LocalCluster:
                 **admin,
                 **self.scheduler_overrides,
             }
+            if self.http_api:
+                sched["http_api"] = {
+                    "listen": f"127.0.0.1:{free_port()}",
+                    **(self.scheduler_overrides.get("http_api") or {}),
+                }
             self.scheduler = self._write("scheduler", "scheduler", sched)
             self._spawn(self.scheduler, "scheduler")
             self._wait(self.scheduler)
@@ -270,6 +297,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--connections-per-board", type=int, default=2, help="scheduler gRPC channels per board (default 2)"
     )
     parser.add_argument("--port", type=int, default=50050, help="scheduler port on 127.0.0.1 (0 = any free)")
+    parser.add_argument(
+        "--http-port",
+        type=int,
+        help="port of the DeepStack-compatible HTTP API on 127.0.0.1 (default 50080, any free one with "
+        "--port 0; 0 = any free, -1 = off)",
+    )
+    parser.add_argument(
+        "--synthetic-detections",
+        type=int,
+        default=0,
+        metavar="N",
+        help="sim: up to N SYNTHETIC (made-up, frame-seeded) boxes per frame, to try box handling",
+    )
     parser.add_argument("--workdir", type=Path, help="keep configs and logs here (default: a temp dir)")
 
 
@@ -285,6 +325,7 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             print(f"npudure local: cannot use --workdir {args.workdir}: {exc.strerror}", file=sys.stderr)
             return 1
+    http_port = args.http_port if args.http_port is not None else (50080 if args.port else 0)
     model = args.model
     if args.backend == "onnx" and not model:
         from npudure.model import ensure_model  # built once, then cached
@@ -303,7 +344,12 @@ def run(args: argparse.Namespace) -> int:
         admin_token_file=Path(
             security.client_token_file() or security.ensure_token(security.default_token_file())
         ),
-        scheduler_overrides={"listen": f"127.0.0.1:{args.port or free_port()}"},
+        scheduler_overrides={
+            "listen": f"127.0.0.1:{args.port or free_port()}",
+            **({"http_api": {"listen": f"127.0.0.1:{http_port or free_port()}"}} if http_port >= 0 else {}),
+        },
+        http_api=http_port >= 0,
+        synthetic_detections=args.synthetic_detections,
     )
     stop = False
 
@@ -323,6 +369,8 @@ def run(args: argparse.Namespace) -> int:
         f"scheduler {cluster.address}  boards {args.boards}  backend {args.backend}{emulated}  "
         f"policy {args.policy}"
     )
+    if cluster.http_api:
+        print(f"HTTP API (DeepStack / CodeProject.AI) {cluster.http_url}")
     for proc in cluster.agents.values():
         print(f"  {proc.name} {proc.address} pid {proc.pid}")
     print(f"admin token {cluster.admin_token_file} (npudure status/bench find it there)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.metrics import MetricWrapperBase
 
 from npudure.agent.metrics import STAGE_BUCKETS
 from npudure.config import TlsConfig
@@ -13,8 +14,20 @@ class SchedulerMetrics:
     def __init__(self) -> None:
         self.registry = r = CollectorRegistry()
         metrics_http.add_standard_collectors(r)
-        self.requests = Counter(
-            "npudure_scheduler_requests", "Client requests by gRPC status code", ["code"], registry=r
+        # One family for every front: method "Infer" (gRPC) or "http_detection" (the DeepStack API, its
+        # outcome as the equivalent gRPC status code, so one dashboard sums both).
+        self.requests_by_method = Counter(
+            "npudure_scheduler_requests",
+            "Client requests by gRPC status code and method",
+            ["code", "method"],
+            registry=r,
+        )
+        self.requests = _Method(self.requests_by_method, "Infer")
+        self.http_decode = Histogram(
+            "npudure_scheduler_http_decode_seconds",
+            "HTTP API: decoding and letterboxing a posted image on the scheduler",
+            buckets=STAGE_BUCKETS,
+            registry=r,
         )
         self.board_requests = Counter(
             "npudure_scheduler_board_requests",
@@ -42,3 +55,14 @@ class SchedulerMetrics:
 
     def serve(self, listen: str, port: int, metrics_listen: str | None, tls: TlsConfig | None) -> object:
         return metrics_http.serve(self.registry, listen, port, metrics_listen, tls)
+
+
+class _Method:
+    """``requests`` as the gRPC front knew it: ``.labels(code)``, with its method filled in."""
+
+    def __init__(self, counter: Counter, method: str) -> None:
+        self._counter = counter
+        self._method = method
+
+    def labels(self, code: str) -> MetricWrapperBase:
+        return self._counter.labels(code, self._method)

@@ -14,6 +14,7 @@ from npudure import __version__
 from npudure.config import SchedulerConfig
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
+from npudure.scheduler import http_api
 from npudure.scheduler.boards import Board, BoardMonitor, open_board
 from npudure.scheduler.dispatch import Dispatcher, DispatchError
 from npudure.scheduler.membership import Membership, ReloadError
@@ -299,6 +300,12 @@ async def serve(
         raise
     scheduler.start_monitors()
     await server.start()
+    try:
+        http = await http_api.start(scheduler)  # the DeepStack-compatible HTTP API, when configured
+    except BaseException:
+        await server.stop(grace=0)
+        await scheduler.close()
+        raise
     connections = asyncio.create_task(grpc_limits.watch_connections(port, config.limits))
     scheduler.metrics.serve(config.listen, config.metrics_port, config.metrics_listen, config.tls)
     for name in ("", INFERENCE):
@@ -320,4 +327,6 @@ async def serve(
         pinger.cancel()
         connections.cancel()
         await graceful_stop(server, scheduler.health, config.shutdown)
+        if http is not None:
+            await http.stop()
         await scheduler.close()

@@ -81,7 +81,7 @@ def test_prometheus_metrics_are_exposed(which: str) -> None:
         ["npudure_agent_requests_total", "npudure_agent_stage_seconds_bucket", "npudure_agent_hung_workers"]
         if which == "agent"
         else [
-            'npudure_scheduler_requests_total{code="OK"}',
+            'npudure_scheduler_requests_total{code="OK",method="Infer"}',
             'npudure_scheduler_board_in_flight{board="board1"}',
             'npudure_scheduler_stage_seconds_bucket{board="board1"',
             "npudure_scheduler_retries_total",

@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""What the DeepStack-compatible HTTP API costs next to the gRPC central path: prints figures, asserts
+nothing.
+
+Same cluster (a real scheduler and 3 real `sim` agents on loopback: EMULATED NPU), same load, runs
+interleaved (gRPC, HTTP, gRPC, HTTP, ...):
+
+* HTTP: a 320x320 JPEG (quality 75, what Frigate's deepstack detector posts), multipart, to
+  ``/v1/vision/detection``; the scheduler decodes and letterboxes it and sends the board a raw frame.
+* gRPC: the raw 640x640 frame of that same JPEG letterboxed (what a gRPC client would send for the
+  same board work: the boards' raw fast path), to the scheduler's Infer.
+
+For each: p50/p99 latency at the same open-loop Poisson rate, and the scheduler's CPU per request
+(its utime+stime over the run / requests served). Then a closed loop at ``--concurrency`` requests
+out (a cluster at its operating point, every board busy, none queued) through HTTP, counting the
+requests Frigate would have dropped at its 0.1 s timeout.
+
+    .venv/bin/python benchmarks/http_api.py --duration 10 --repetitions 3 --out build/http_api.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from npudure.bench.cpu import host_cpu_busy_s, host_window, process_cpu_s
+from npudure.bench.http_load import HttpTarget, http_frame_set
+from npudure.bench.load import LoadResult, Target, closed_loop, open_loop
+from npudure.lab.local import LocalCluster
+from npudure.proto import inference_pb2 as pb
+from npudure.vision.frames import letterbox
+
+FRIGATE_TIMEOUT_MS = 100.0
+# A run during which the host's CPU was idle less than this measured the host, not the API.
+MIN_IDLE_FRACTION = 0.10
+
+
+def grpc_payloads(jpegs: tuple[bytes, ...]) -> list[bytes]:
+    """The raw letterboxed frame of each JPEG, as the InferRequest bytes a gRPC client sends."""
+    out = []
+    for i, data in enumerate(jpegs):
+        with Image.open(io.BytesIO(data)) as image:
+            frame = letterbox(image)
+        out.append(
+            pb.InferRequest(
+                request_id=f"grpc-{i}", encoding=pb.ENCODING_RAW_RGB, frame=frame.tobytes()
+            ).SerializeToString()
+        )
+    return out
+
+
+def summarize(result: LoadResult, cpu_s: float, host: dict | None) -> dict[str, float | int | bool]:
+    s = result.samples
+    measured = s.measured(result.window_start_s, result.window_end_s)
+    ok = measured & s.ok
+    lat = s.latency_ms[ok]
+    served = int(np.count_nonzero(s.ok))
+    return {
+        "requests": int(np.count_nonzero(measured)),
+        "errors": int(np.count_nonzero(measured & ~s.ok)),
+        "p50_ms": float(np.percentile(lat, 50)) if lat.size else float("nan"),
+        "p99_ms": float(np.percentile(lat, 99)) if lat.size else float("nan"),
+        "over_100ms": int(np.count_nonzero(lat > FRIGATE_TIMEOUT_MS)),
+        "scheduler_cpu_ms_per_request": 1e3 * cpu_s / served if served else float("nan"),
+        "scheduler_cpu_fraction_of_core": cpu_s / result.wall_s if result.wall_s > 0 else float("nan"),
+        "achieved_per_s": float(np.count_nonzero(ok)) / (result.window_end_s - result.window_start_s),
+        "host_idle_fraction": float(host["idle_fraction"]) if host else float("nan"),
+        "valid": bool(host is None or host["idle_fraction"] >= MIN_IDLE_FRACTION),
+    }
+
+
+async def one_run(target: Target | HttpTarget, payloads, pid: int, args, mode: str, seed: int) -> dict:
+    before = process_cpu_s(pid) or 0.0
+    host_before = host_cpu_busy_s()
+    if mode == "open":
+        result = await open_loop(
+            target,
+            payloads,
+            args.rate,
+            args.warmup,
+            args.duration,
+            seed=seed,
+            timeout_s=5.0,  # type: ignore[arg-type]
+        )
+    else:
+        result = await closed_loop(
+            target,
+            payloads,
+            args.concurrency,
+            args.warmup,
+            args.duration,
+            min_samples=0,
+            timeout_s=5.0,  # type: ignore[arg-type]
+        )
+    cpu_s = (process_cpu_s(pid) or 0.0) - before
+    return summarize(result, cpu_s, host_window(host_before, host_cpu_busy_s(), shared=True))
+
+
+async def measure(cluster: LocalCluster, args: argparse.Namespace) -> dict:
+    frames = http_frame_set((args.size, args.size), 16, seed=0)
+    http = HttpTarget(cluster.http_url, connections=2)
+    grpc_target = Target(cluster.address, connections=2)
+    await http.open()
+    await grpc_target.open()
+    grpc_requests = grpc_payloads(frames.requests)
+    pid = cluster.scheduler.pid  # type: ignore[union-attr]
+    runs: dict[str, list[dict]] = {"grpc": [], "http": [], "http_operating_point": []}
+    try:
+        for rep in range(args.repetitions):
+            runs["grpc"].append(await one_run(grpc_target, grpc_requests, pid, args, "open", rep))
+            runs["http"].append(await one_run(http, frames.requests, pid, args, "open", rep))
+            print(f"  rep {rep}: grpc {runs['grpc'][-1]}\n         http {runs['http'][-1]}", flush=True)
+        for _ in range(args.repetitions):
+            runs["http_operating_point"].append(await one_run(http, frames.requests, pid, args, "closed", 0))
+            print(f"  closed c={args.concurrency}: http {runs['http_operating_point'][-1]}", flush=True)
+    finally:
+        await http.close()
+        await grpc_target.close()
+    return {"runs": runs, "jpeg_bytes_mean": frames.mean_payload_bytes}
+
+
+def median(runs: list[dict], key: str) -> float:
+    return float(np.median([r[key] for r in runs]))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--boards", type=int, default=3)
+    parser.add_argument(
+        "--time-scale", type=float, default=4.0, help="sim service-time multiplier (default 4)"
+    )
+    parser.add_argument("--size", type=int, default=320, help="JPEG side, pixels (default 320)")
+    parser.add_argument("--rate", type=float, default=30.0, help="open-loop rate, req/s (default 30)")
+    parser.add_argument("--concurrency", type=int, default=3, help="closed-loop requests out (default 3)")
+    parser.add_argument("--duration", type=float, default=10.0)
+    parser.add_argument("--warmup", type=float, default=2.0)
+    parser.add_argument("--repetitions", type=int, default=3)
+    parser.add_argument("--out", type=Path, help="write the figures as JSON here")
+    args = parser.parse_args()
+    with LocalCluster(boards=args.boards, time_scale=args.time_scale, http_api=True) as cluster:
+        figures = asyncio.run(measure(cluster, args))
+    invalid = {k: sum(not r["valid"] for r in v) for k, v in figures["runs"].items()}
+    runs = {k: [r for r in v if r["valid"]] or v for k, v in figures["runs"].items()}
+    p50_grpc, p50_http = median(runs["grpc"], "p50_ms"), median(runs["http"], "p50_ms")
+    cpu_grpc = median(runs["grpc"], "scheduler_cpu_ms_per_request")
+    cpu_http = median(runs["http"], "scheduler_cpu_ms_per_request")
+    op = runs["http_operating_point"]
+    summary = {
+        "p50_grpc_ms": p50_grpc,
+        "p50_http_ms": p50_http,
+        "p50_added_ms": p50_http - p50_grpc,
+        "p99_grpc_ms": median(runs["grpc"], "p99_ms"),
+        "p99_http_ms": median(runs["http"], "p99_ms"),
+        "scheduler_cpu_ms_per_request_grpc": cpu_grpc,
+        "scheduler_cpu_ms_per_request_http": cpu_http,
+        "scheduler_cpu_ratio_http_over_grpc": cpu_http / cpu_grpc if cpu_grpc else float("nan"),
+        "operating_point_requests": sum(r["requests"] for r in op),
+        "operating_point_over_100ms": sum(r["over_100ms"] + r["errors"] for r in op),
+        "operating_point_p99_ms": max(r["p99_ms"] for r in op),
+        "operating_point_per_s": median(op, "achieved_per_s"),
+    }
+    conditions = {
+        "boards": args.boards,
+        "backend": "sim (EMULATED NPU)",
+        "time_scale": args.time_scale,
+        "board_service_ms": 12.38 * args.time_scale,
+        "jpeg": f"{args.size}x{args.size}, quality 75, mean {figures['jpeg_bytes_mean']:.0f} bytes",
+        "grpc_payload": "raw 640x640 letterboxed frame (1,228,800 bytes)",
+        "open_loop_rate_per_s": args.rate,
+        "closed_loop_concurrency": args.concurrency,
+        "duration_s": args.duration,
+        "warmup_s": args.warmup,
+        "repetitions": args.repetitions,
+        "generator": "same process as this script (asyncio), on the same host as the cluster",
+        "host": f"{platform.node()} {platform.machine()}, {os.cpu_count()} CPUs",
+        "host_load_1min": round(os.getloadavg()[0], 1),
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    conditions["invalid_runs_host_saturated"] = invalid
+    print("\nHTTP API vs gRPC central (EMULATED NPU: sim backend)")
+    if any(len(v) == invalid[k] for k, v in figures["runs"].items()):
+        print(
+            f"  INVALID: the host's CPU was idle < {MIN_IDLE_FRACTION:.0%} in every run of a kind "
+            "(other processes): these figures measure the host"
+        )
+    for key, value in conditions.items():
+        print(f"  {key}: {value}")
+    added = p50_http - p50_grpc
+    print(f"  p50 gRPC {p50_grpc:.2f} ms, HTTP {p50_http:.2f} ms: HTTP adds {added:+.2f} ms (goal <= 1)")
+    print(f"  p99 gRPC {summary['p99_grpc_ms']:.2f} ms, HTTP {summary['p99_http_ms']:.2f} ms")
+    print(
+        f"  scheduler CPU per request: gRPC {cpu_grpc:.2f} ms, HTTP {cpu_http:.2f} ms "
+        f"({summary['scheduler_cpu_ratio_http_over_grpc']:.2f}x, goal <= 1.5x)"
+    )
+    print(
+        f"  closed loop c={args.concurrency} over HTTP ({summary['operating_point_per_s']:.1f} req/s): "
+        f"{summary['operating_point_over_100ms']} of {summary['operating_point_requests']} over Frigate's "
+        f"0.1 s or failed; worst p99 {summary['operating_point_p99_ms']:.1f} ms"
+    )
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"conditions": conditions, "summary": summary, **figures}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

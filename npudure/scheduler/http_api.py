@@ -1,0 +1,400 @@
+"""A DeepStack / CodeProject.AI-compatible detection API, served by the scheduler on its own port.
+
+``POST /v1/vision/detection`` (multipart: ``image``, optional ``min_confidence`` and ``api_key``) and
+``GET /v1/server/status/ping``: what Frigate's ``deepstack`` detector, Home Assistant's DeepStack
+integration, Blue Iris and Agent DVR speak (docs/http-api.md). A request takes the gRPC path's own
+dispatcher — same policy, same queue, same retries, no extra hop: the posted image (any size) is
+decoded and letterboxed here, in a bounded thread pool off the event loop, and the board gets a raw
+frame at the model's input size; boxes come back mapped to the posted image's pixels.
+
+Why aiohttp: it is asyncio-native, so it runs on the scheduler's own event loop beside grpc.aio
+(the dispatcher's reserve/release stays single-threaded and lock-free); it is long and actively
+maintained; and it gives what this front needs without more layers — a bounded body size, multipart
+parsing, TLS through ``ssl``, a pluggable access logger — where Starlette would add uvicorn, its own
+server loop and an ASGI layer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import ssl
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Protocol
+
+import grpc
+import numpy as np
+from aiohttp import BodyPartReader, web
+from aiohttp.abc import AbstractAccessLogger
+
+from npudure.config import HttpApiConfig, SchedulerConfig
+from npudure.proto import inference_pb2 as pb
+from npudure.scheduler import deepstack
+from npudure.scheduler.boards import Board
+from npudure.scheduler.dispatch import Dispatcher, DispatchError
+from npudure.scheduler.http_image import Decoded, ImageError, decode_letterboxed
+from npudure.scheduler.metrics import SchedulerMetrics
+from npudure.security.access import ListenError, SecurityError
+
+
+class Scheduler(Protocol):
+    """What the API uses of npudure.scheduler.server.Scheduler (named here, so no import cycle)."""
+
+    config: SchedulerConfig
+    metrics: SchedulerMetrics
+    dispatch: Dispatcher
+    boards: list[Board]
+
+
+log = logging.getLogger(__name__)
+access_log = logging.getLogger(f"{__name__}.access")
+
+METHOD = "http_detection"  # the method label of npudure_scheduler_requests_total
+RETRY_AFTER_S = "1"
+# HTTP statuses as gRPC codes for the shared requests counter.
+_CODE_OF_STATUS = {
+    200: "OK",
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    405: "UNIMPLEMENTED",
+    408: "DEADLINE_EXCEEDED",
+    413: "RESOURCE_EXHAUSTED",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+# Cluster errors as HTTP statuses: a full or empty cluster is 503 (try again), a deadline 504.
+_STATUS_OF_CODE = {
+    grpc.StatusCode.RESOURCE_EXHAUSTED: 503,
+    grpc.StatusCode.UNAVAILABLE: 503,
+    grpc.StatusCode.DEADLINE_EXCEEDED: 504,
+}
+
+
+class HttpApiError(Exception):
+    """A request answered with ``status`` and DeepStack's error shape."""
+
+    def __init__(self, status: int, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code or _CODE_OF_STATUS.get(status, "UNKNOWN")
+
+
+class _DebugAccessLogger(AbstractAccessLogger):
+    """One access line per request at DEBUG (camera software posts several frames a second)."""
+
+    def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
+        self.logger.debug(
+            '%s "%s %s" %d %.1fms', request.remote, request.method, request.path, response.status, time * 1e3
+        )
+
+    @property
+    def enabled(self) -> bool:
+        return self.logger.isEnabledFor(logging.DEBUG)
+
+
+def http_address(scheduler: SchedulerConfig, api: HttpApiConfig) -> tuple[str, int]:
+    if api.listen:
+        host, _, port = api.listen.rpartition(":")
+        return host.strip("[]"), int(port)
+    return scheduler.listen.rpartition(":")[0].strip("[]"), api.port
+
+
+def read_api_key(path: str | None) -> str | None:
+    """The key in ``api_key_file`` (stripped), None when unset; a missing or empty file stops start-up."""
+    if path is None:
+        return None
+    try:
+        key = Path(path).read_text().strip()
+    except OSError as exc:
+        raise SecurityError(f"http_api.api_key_file {path}: cannot read it: {exc.strerror}") from None
+    if not key:
+        raise SecurityError(f"http_api.api_key_file {path} is empty: put the API key clients send in it")
+    return key
+
+
+def server_ssl(scheduler: SchedulerConfig, api: HttpApiConfig) -> ssl.SSLContext | None:
+    tls = scheduler.tls
+    if tls is None:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(tls.cert, tls.key)
+        if api.tls_client_auth:
+            context.load_verify_locations(tls.ca)
+            context.verify_mode = ssl.CERT_REQUIRED
+    except (OSError, ssl.SSLError) as exc:
+        raise SecurityError(
+            f"HTTP API TLS: cannot load the scheduler's certificate, key or CA: {exc}"
+        ) from None
+    return context
+
+
+class HttpApi:
+    def __init__(self, scheduler: Scheduler, config: HttpApiConfig) -> None:
+        self.scheduler = scheduler
+        self.config = config
+        self.api_key = read_api_key(config.api_key_file)
+        self.pool = ThreadPoolExecutor(config.decode_threads, thread_name_prefix="http-decode")
+        self.active = 0
+        self.runner: web.AppRunner | None = None
+        self.url = ""
+        self._counters = {
+            code: scheduler.metrics.requests_by_method.labels(code, METHOD)
+            for code in {*_CODE_OF_STATUS.values(), "UNKNOWN", "INTERNAL"}
+        }
+
+    # ------------------------------------------------------------------ lifecycle
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=self.config.max_body_bytes, middlewares=[self._errors])
+        app.router.add_post("/v1/vision/detection", self.detection)
+        app.router.add_get("/v1/server/status/ping", self.ping)
+        app.router.add_post("/v1/vision/custom/{model}", self.custom)
+        return app
+
+    async def start(self) -> None:
+        host, port = http_address(self.scheduler.config, self.config)
+        context = server_ssl(self.scheduler.config, self.config)
+        self.runner = web.AppRunner(
+            self.app(),
+            access_log_class=_DebugAccessLogger,
+            access_log=access_log,
+            # From connection start, a request head must arrive within this too (aiohttp closes a
+            # connection that sends no complete request: the slow-loris on headers).
+            keepalive_timeout=self.config.read_timeout_s,
+            handle_signals=False,
+        )
+        await self.runner.setup()
+        try:
+            await web.TCPSite(self.runner, host, port, ssl_context=context, backlog=1024).start()
+        except OSError as exc:
+            await self.stop()
+            raise ListenError(
+                f"cannot serve the HTTP API on {host}:{port}: {exc.strerror} (http_api.port or "
+                "http_api.listen in the scheduler config)"
+            ) from None
+        self.url = f"{'https' if context else 'http'}://{host}:{port}/v1/vision/detection"
+        log.info("DeepStack-compatible HTTP API on %s", self.url)
+
+    async def stop(self) -> None:
+        if self.runner is not None:
+            await self.runner.cleanup()
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+    # ------------------------------------------------------------------ routes
+    @web.middleware
+    async def _errors(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """Every failure in DeepStack's shape (success false, error), never aiohttp's HTML page."""
+        try:
+            response = await handler(request)
+        except HttpApiError as exc:
+            return self._error(request, exc.status, str(exc), exc.code)
+        except web.HTTPRequestEntityTooLarge:
+            limit = self.config.max_body_bytes
+            return self._error(
+                request,
+                413,
+                f"the request is larger than this server's limit of {limit} bytes "
+                "(http_api.max_body_bytes): post a smaller image",
+            )
+        except web.HTTPException as exc:
+            if exc.status < 400:
+                raise
+            return self._error(request, exc.status, exc.reason)
+        except Exception:  # a bug here: logged with its traceback, the client gets one line
+            log.exception("HTTP API: %s %s failed", request.method, request.path)
+            return self._error(
+                request, 500, "internal error in the scheduler's HTTP API (see its log)", "INTERNAL"
+            )
+        if request.path == "/v1/vision/detection":
+            self._counters["OK"].inc()
+        return response
+
+    def _error(
+        self, request: web.Request, status: int, message: str, code: str | None = None
+    ) -> web.Response:
+        if request.path == "/v1/vision/detection":
+            self._counters.get(
+                code or _CODE_OF_STATUS.get(status, "UNKNOWN"), self._counters["UNKNOWN"]
+            ).inc()
+        headers = {"Retry-After": RETRY_AFTER_S} if status == 503 else None
+        return web.json_response(deepstack.error(message, status), status=status, headers=headers)
+
+    async def ping(self, request: web.Request) -> web.Response:
+        up = sum(b.eligible for b in self.scheduler.boards)
+        return web.json_response({"success": up > 0, "boards_up": up, "boards": len(self.scheduler.boards)})
+
+    async def custom(self, request: web.Request) -> web.Response:
+        raise HttpApiError(
+            404,
+            f"no custom model {request.match_info['model']!r}: this cluster serves one model (COCO-80 "
+            "YOLOv8n); post to /v1/vision/detection (in Blue Iris: turn custom models off)",
+        )
+
+    async def detection(self, request: web.Request) -> web.Response:
+        received = time.perf_counter()
+        if self.active >= self.config.max_concurrency:
+            raise HttpApiError(
+                503,
+                f"the server is at its limit of {self.config.max_concurrency} requests at once "
+                "(http_api.max_concurrency); retry shortly",
+            )
+        self.active += 1
+        try:
+            return await self._detect(request, received)
+        finally:
+            self.active -= 1
+
+    async def _detect(self, request: web.Request, received: float) -> web.Response:
+        length = request.content_length
+        if length is not None and length > self.config.max_body_bytes:
+            raise web.HTTPRequestEntityTooLarge(max_size=self.config.max_body_bytes, actual_size=length)
+        if not request.content_type.startswith("multipart/"):
+            raise HttpApiError(
+                400,
+                "post a multipart/form-data body with the image as the field 'image' "
+                f"(got Content-Type {request.content_type or 'none'!r})",
+            )
+        try:
+            form = await asyncio.wait_for(self._read_form(request), self.config.read_timeout_s)
+        except TimeoutError:
+            raise HttpApiError(
+                408,
+                f"the request body did not arrive within {self.config.read_timeout_s:g}s "
+                "(http_api.read_timeout_s)",
+            ) from None
+        except (ValueError, AssertionError, UnicodeDecodeError) as exc:  # a malformed multipart body
+            raise HttpApiError(400, f"the multipart body could not be read: {exc}") from None
+        self._check_key(_text(form.get("api_key")))
+        min_confidence = _min_confidence(_text(form.get("min_confidence")))
+        data = form.get("image")
+        if data is None:
+            fields = ", ".join(sorted(k for k in form if k != "api_key")) or "none"
+            raise HttpApiError(
+                400, f"no image: post the image file as the form field 'image' (fields sent: {fields})"
+            )
+        loop = asyncio.get_running_loop()
+        t0 = time.perf_counter()
+        try:
+            decoded, request_bytes = await loop.run_in_executor(
+                self.pool, _prepare, data, self.config.max_image_pixels
+            )
+        except ImageError as exc:
+            raise HttpApiError(exc.status, str(exc)) from None
+        decode_s = time.perf_counter() - t0
+        self.scheduler.metrics.http_decode.observe(decode_s)
+        deadline = time.monotonic() + self.scheduler.config.request_timeout_s
+        try:
+            reply = pb.InferResponse.FromString(
+                await self.scheduler.dispatch.forward(request_bytes, deadline)
+            )
+        except DispatchError as exc:
+            raise HttpApiError(_STATUS_OF_CODE.get(exc.code, 500), str(exc), exc.code.name) from None
+        except grpc.aio.AioRpcError as exc:
+            status = _STATUS_OF_CODE.get(exc.code(), 500)
+            raise HttpApiError(
+                status, f"the board refused the frame: {exc.details()}", exc.code().name
+            ) from None
+        return web.json_response(self._answer(reply, decoded, min_confidence, received, decode_s))
+
+    async def _read_form(self, request: web.Request) -> dict[str, bytes]:
+        """Every part of the multipart body, in memory, bounded by max_body_bytes in all (chunked bodies
+        too). The image is taken whether or not its part names a filename (clients differ)."""
+        reader = await request.multipart()
+        form: dict[str, bytes] = {}
+        total = 0
+        while (part := await reader.next()) is not None:
+            if not isinstance(part, BodyPartReader):
+                raise HttpApiError(400, "nested multipart bodies are not accepted: post flat form fields")
+            data = await part.read(decode=True)
+            total += len(data)
+            if total > self.config.max_body_bytes:
+                raise web.HTTPRequestEntityTooLarge(max_size=self.config.max_body_bytes, actual_size=total)
+            if part.name:
+                form.setdefault(part.name, bytes(data))
+        return form
+
+    def _check_key(self, sent: object) -> None:
+        if self.api_key is None:
+            return
+        if not isinstance(sent, str) or not sent:
+            raise HttpApiError(401, "this server needs an API key: send it as the form field 'api_key'")
+        if not hmac.compare_digest(sent.encode(), self.api_key.encode()):
+            raise HttpApiError(403, "wrong API key")
+
+    def _answer(
+        self,
+        reply: pb.InferResponse,
+        decoded: Decoded,
+        min_confidence: float,
+        received: float,
+        decode_s: float,
+    ) -> dict[str, Any]:
+        dets = reply.detections
+        boxes = decoded.to_image(
+            np.array([(d.x1, d.y1, d.x2, d.y2) for d in dets], np.float64).reshape(-1, 4)
+        )
+        scores = np.array([d.score for d in dets], np.float64)
+        classes = np.array([d.class_id for d in dets], np.int64)
+        preds = deepstack.predictions(boxes, scores, classes, min_confidence)
+        timing = reply.timing
+        total_s = time.perf_counter() - received
+        # The scheduler's whole time for this request, decode included (the dispatcher's figure excludes it).
+        timing.route_us += round(decode_s * 1e6)
+        timing.scheduler_total_us = round(total_s * 1e6)
+        return deepstack.success(
+            preds,
+            reply.node,
+            inference_ms=timing.inference_us / 1e3,
+            process_ms=decode_s * 1e3 + timing.board_total_us / 1e3,
+            round_trip_ms=total_s * 1e3,
+            extra={
+                "backend": reply.backend,
+                "emulated": reply.emulated,
+                "attempts": reply.attempts,
+                "imageWidth": decoded.width,
+                "imageHeight": decoded.height,
+                "timing": {f.name: getattr(timing, f.name) for f in pb.StageTiming.DESCRIPTOR.fields},
+            },
+        )
+
+
+def _prepare(data: bytes, max_pixels: int) -> tuple[Decoded, bytes]:
+    """On a decode thread: the letterboxed frame and the InferRequest bytes the dispatcher forwards."""
+    decoded = decode_letterboxed(data, max_pixels)
+    request = pb.InferRequest(
+        request_id=f"http-{uuid.uuid4().hex[:12]}",
+        encoding=pb.ENCODING_RAW_RGB,
+        frame=decoded.frame.tobytes(),
+    )
+    return decoded, request.SerializeToString()
+
+
+def _text(value: bytes | None) -> str | None:
+    return None if value is None else value.decode("utf-8").strip()
+
+
+def _min_confidence(value: object) -> float:
+    if value is None or value == "":
+        return deepstack.DEFAULT_MIN_CONFIDENCE
+    try:
+        number = float(value) if isinstance(value, str) else float("nan")
+    except ValueError:
+        number = float("nan")
+    if not 0.0 <= number <= 1.0:
+        raise HttpApiError(400, f"min_confidence must be a number from 0 to 1 (got {value!r})")
+    return number
+
+
+async def start(scheduler: Scheduler) -> HttpApi | None:
+    """Serve the HTTP API when the scheduler config has ``http_api``; None when it is off."""
+    if scheduler.config.http_api is None:
+        return None
+    api = HttpApi(scheduler, scheduler.config.http_api)
+    await api.start()
+    return api
