@@ -255,5 +255,5 @@ def num_classes(shapes: Sequence[Sequence[int]]) -> int:
     if layout == "split":
         (_, c0, _), (_, c1, _) = shapes
         return c1 if c0 == 4 else c0
-    per, nhwc = _zoo_groups(shapes) or (3, False)
+    _, nhwc = _zoo_groups(shapes) or (3, False)
     return shapes[1][3 if nhwc else 1]
