@@ -14,7 +14,7 @@ from grpc_reflection.v1alpha import reflection
 
 from npudure import __version__
 from npudure.affinity import cores
-from npudure.agent import cpucap
+from npudure.agent import cpucap, replies
 from npudure.agent.load_report import ORCA_TRAILER, LoadMeter, ServingState
 from npudure.agent.metrics import AgentMetrics
 from npudure.agent.pool import PoolFull, WorkerPool
@@ -158,10 +158,7 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
             emulated=self.backend.emulated,
             timing=timing,
             attempts=1,
-            detections=[
-                pb.Detection(class_id=int(d[5]), score=float(d[4]), x1=d[0], y1=d[1], x2=d[2], y2=d[3])
-                for d in dets.tolist()
-            ],
+            detections=replies.detections_proto(dets, self.backend.class_names),
         )
 
     async def _fail(self, context: grpc.aio.ServicerContext, code: grpc.StatusCode, message: str):
