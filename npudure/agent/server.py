@@ -109,10 +109,11 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
 
     async def Infer(self, request: pb.InferRequest, context: grpc.aio.ServicerContext) -> pb.InferResponse:
         received = time.perf_counter()
+        job = replies.FrameJob(request.encoding, request.frame, self.backend.input_size)
         try:
-            frames.check_request(request.encoding, request.frame)
+            job.check()
             self.metrics.queue_depth.set(self.pool.waiting + 1)
-            outcome = await self.pool.run(lambda: frames.decode_checked(request.encoding, request.frame))
+            outcome = await self.pool.run(job.decode)
         except frames.FrameError as exc:
             return await self._fail(context, exc.code, str(exc))
         except PoolFull as exc:
@@ -158,7 +159,7 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
             emulated=self.backend.emulated,
             timing=timing,
             attempts=1,
-            detections=replies.detections_proto(dets, self.backend.class_names),
+            detections=job.detections(dets, self.backend.class_names),
         )
 
     async def _fail(self, context: grpc.aio.ServicerContext, code: grpc.StatusCode, message: str):
