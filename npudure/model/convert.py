@@ -197,17 +197,28 @@ def load_images(
 
 
 def calibration_set(images: Path | None, count: int, size: int = INPUT_SIZE) -> tuple[list[np.ndarray], str]:
+    """The user's images; else real photographs (npudure/model/photos.py); else, where the package
+    that ships them is missing, seeded synthetic frames (the key says which)."""
     if images is not None:
         frames, digest = load_images(images, count, size)
         return frames, f"images:{digest[:16]}:{len(frames)}"
+    from npudure.model import photos
+
+    if photos.version() is not None:
+        return photos.calibration_photos(count, size)
     key = f"seeded:{CALIB_FIRST_SEED}:{count}" + ("" if size == INPUT_SIZE else f":{size}")
     return [synthetic_frame(CALIB_FIRST_SEED + i, size) for i in range(count)], key
 
 
 def check_set(images: Path | None, count: int, size: int = INPUT_SIZE) -> np.ndarray:
-    """Frames for the simulator check: the user's images when given (they are what matters), else seeded."""
+    """Frames for the simulator check: the user's images when given (they are what matters), else the
+    held-out real photographs, else seeded synthetic frames."""
+    from npudure.model import photos
+
     if images is not None:
         frames, _ = load_images(images, count, size)
+    elif photos.version() is not None:
+        frames = photos.check_photos(count, size)
     else:
         frames = [synthetic_frame(CHECK_FIRST_SEED + i, size) for i in range(count)]
     return np.stack(frames)
