@@ -220,10 +220,11 @@ def postprocess(
     if len(scores) > MAX_NMS_CANDIDATES:
         top = np.argpartition(-scores, MAX_NMS_CANDIDATES)[:MAX_NMS_CANDIDATES]
         boxes, scores, classes = boxes[top], scores[top], classes[top]
-    boxes = np.clip(boxes, 0, input_size)
+    # NMS on the boxes as decoded, clipped afterwards (as ultralytics does: clipping first changes the
+    # overlap of boxes that reach past the image, and with it which of them survive).
     keep = nms(boxes, scores, classes, iou_threshold, max_detections)
     result = np.empty((len(keep), 6), dtype=np.float32)
-    result[:, :4] = boxes[keep]
+    result[:, :4] = np.clip(boxes[keep], 0, input_size)
     result[:, 4] = scores[keep]
     result[:, 5] = classes[keep]
     return result
