@@ -107,3 +107,24 @@ def test_raw_frames_at_the_model_size_and_bombs_refused(cluster) -> None:
     with pytest.raises(grpc.RpcError) as err:
         infer(cluster.address, pb.ENCODING_RAW_RGB, synthetic_frame(5).tobytes())  # a 640 frame
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "307200" in err.value.details()
+
+
+def test_cli_sends_a_1080p_jpeg_file_as_it_is(cluster, tmp_path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    path = tmp_path / "camera.jpg"
+    source_image(1920, 1080).save(path, format="JPEG", quality=90)
+    args = [sys.executable, "-m", "npudure", "infer", "--target", cluster.address, "--encoding", "file"]
+    proc = subprocess.run(
+        [*args, "--image", str(path), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    reply = json.loads(proc.stdout.splitlines()[0])
+    dets = reply["detections"]
+    assert dets and all(d["label"] in NAMES for d in dets)
+    assert max(d.get("x2", 0) for d in dets) > SIZE and all(d.get("y2", 0) <= 1080 for d in dets)
