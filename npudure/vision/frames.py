@@ -2,6 +2,9 @@
 
 The agent checks a request once at its edge (``check_request``, before it waits for an NPU core) and
 decodes it on a worker (``decode_checked``); backends trust the (640, 640, 3) uint8 array they get.
+For models of any input size and images of any size the agent uses ``check_request_for`` and
+``decode_for_model``: JPEG/PNG letterboxed to the model's input, with the :class:`Letterbox` that maps
+boxes back to the source image's pixels.
 The bench and the model builder make frames here too: seeded synthetic ones and user images fitted
 to the input size.
 """
