@@ -127,6 +127,10 @@ class AgentConfig(_Strict):
     model: str | None = None
     # If set, the model file must hash to this (the fleet runs one model).
     model_sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
+    # The model's class names by id and input side; null = read from the model (ONNX metadata, the
+    # .rknn.json beside an .rknn), else COCO-80 at 640. `npudure model convert` records both.
+    class_names: list[str] | None = Field(None, min_length=1, max_length=100000)
+    input_size: int | None = Field(None, ge=32, le=4096, multiple_of=32)
     # Inference contexts: NPU cores for rknn, slots for sim, sessions for onnx. Left out, the agent
     # uses the SoC's NPU core count (RK3576 2, RK3588 3; see npudure/board/soc.py), else 2.
     npu_cores: int = Field(2, ge=1, le=16)

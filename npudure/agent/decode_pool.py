@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
@@ -26,11 +27,11 @@ class DecodePool:
         self._slots = asyncio.Semaphore(threads + queue_limit)
         self.waiting = 0
 
-    async def decode(self, encoding: int, frame: bytes) -> tuple[np.ndarray, float]:
-        """The (640, 640, 3) frame and the decode time; FrameError for what the budget refuses."""
+    async def decode(self, encoding: int, work: Callable[[], np.ndarray]) -> tuple[np.ndarray, float]:
+        """``work()`` (the model's input, decoded) and its time; FrameError for what the budget refuses."""
         if encoding == pb.ENCODING_RAW_RGB:
             start = time.perf_counter()
-            return frames.decode_checked(encoding, frame), time.perf_counter() - start
+            return work(), time.perf_counter() - start
         if self._slots.locked():
             raise frames.FrameError(
                 "the board's JPEG decoder is full: slow down or send raw frames",
@@ -40,7 +41,7 @@ class DecodePool:
 
             def job() -> tuple[np.ndarray, float]:
                 start = time.perf_counter()
-                return frames.decode_checked(encoding, frame), time.perf_counter() - start
+                return work(), time.perf_counter() - start
 
             # Shielded: a caller that gives up does not free the thread early; the slot waits for it.
             future = asyncio.get_running_loop().run_in_executor(self._executor, job)

@@ -14,7 +14,7 @@ from grpc_reflection.v1alpha import reflection
 
 from npudure import __version__
 from npudure.affinity import cores
-from npudure.agent import cpucap
+from npudure.agent import cpucap, replies
 from npudure.agent.decode_pool import DecodePool
 from npudure.agent.load_report import ORCA_TRAILER, LoadMeter, ServingState
 from npudure.agent.metrics import AgentMetrics
@@ -109,10 +109,11 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
 
     async def Infer(self, request: pb.InferRequest, context: grpc.aio.ServicerContext) -> pb.InferResponse:
         received = time.perf_counter()
+        job = replies.FrameJob(request.encoding, request.frame, self.backend.input_size)
         try:
-            frames.check_request(request.encoding, request.frame)
+            job.check()
             # Decoded first, on the decoder's own threads: a costly JPEG never holds an NPU context.
-            image, decode_s = await self.decoder.decode(request.encoding, request.frame)
+            image, decode_s = await self.decoder.decode(request.encoding, job.decode)
             self.metrics.queue_depth.set(self.pool.waiting + 1)
             outcome = await self.pool.run(lambda: image)
         except frames.FrameError as exc:
@@ -160,10 +161,7 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
             emulated=self.backend.emulated,
             timing=timing,
             attempts=1,
-            detections=[
-                pb.Detection(class_id=int(d[5]), score=float(d[4]), x1=d[0], y1=d[1], x2=d[2], y2=d[3])
-                for d in dets.tolist()
-            ],
+            detections=job.detections(dets, self.backend.class_names),
         )
 
     async def _fail(self, context: grpc.aio.ServicerContext, code: grpc.StatusCode, message: str):

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from npudure.vision.frames import FRAME_BYTES, FRAME_SHAPE, INPUT_SIZE  # noqa: F401 (re-exported for backends)
+from npudure.vision.labels import COCO80
 
 
 class BackendError(Exception):
@@ -23,7 +24,7 @@ class BackendError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class ContextResult:
-    # (N, 6) float32 rows: x1, y1, x2, y2, score, class_id — boxes in input pixels.
+    # (N, 6) float32 rows: x1, y1, x2, y2, score, class_id — boxes in the model's input pixels.
     detections: np.ndarray
     preprocess_s: float
     inference_s: float
@@ -36,7 +37,7 @@ NO_DETECTIONS = np.zeros((0, 6), dtype=np.float32)
 
 
 class Context(ABC):
-    """One inference context; ``run`` takes a 640x640x3 uint8 RGB frame."""
+    """One inference context; ``run`` takes an S x S x 3 uint8 RGB frame (S = the backend's input_size)."""
 
     @abstractmethod
     def run(self, image: np.ndarray) -> ContextResult: ...
@@ -61,6 +62,16 @@ class Backend(ABC):
     @property
     def model_sha256(self) -> str:
         return ""
+
+    @property
+    def input_size(self) -> int:
+        """The side of the square frame the model takes (read from the model, never assumed)."""
+        return INPUT_SIZE
+
+    @property
+    def class_names(self) -> tuple[str, ...]:
+        """The model's class names by class id ("" where the model names none)."""
+        return COCO80
 
     @property
     def cpu_cap_mhz(self) -> int | None:
@@ -91,11 +102,14 @@ class Backend(ABC):
 
 
 class ModelFileBackend(Backend):
-    """A backend that runs a model file: subclasses set ``_contexts``, ``_version`` and ``_sha256``."""
+    """A backend that runs a model file: subclasses set ``_contexts``, ``_version`` and ``_sha256``,
+    and ``_input_size`` and ``_names`` when the model differs from the default 640x640 COCO-80."""
 
     _contexts: list[Context]
     _version: str
     _sha256: str
+    _input_size: int = INPUT_SIZE
+    _names: tuple[str, ...] = COCO80
 
     @property
     def contexts(self) -> list[Context]:
@@ -108,6 +122,14 @@ class ModelFileBackend(Backend):
     @property
     def model_sha256(self) -> str:
         return self._sha256
+
+    @property
+    def input_size(self) -> int:
+        return self._input_size
+
+    @property
+    def class_names(self) -> tuple[str, ...]:
+        return self._names
 
 
 def sha256_file(path: Path) -> str:

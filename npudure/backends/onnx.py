@@ -21,7 +21,8 @@ from npudure.backends.base import (
     check_model_file,
 )
 from npudure.config import AgentConfig, PostprocessConfig
-from npudure.vision.postprocess import Layout, LayoutError, detect_layout, postprocess_with
+from npudure.vision.labels import NamesError, parse_names, resolve_names
+from npudure.vision.postprocess import Layout, LayoutError, detect_layout, num_classes, postprocess_with
 
 _REBUILD = "rebuild it with `npudure model build --force` (or copy the fleet's model again)"
 
@@ -32,11 +33,14 @@ def to_model_input(image: np.ndarray) -> np.ndarray:
 
 
 class _OnnxContext(Context):
-    def __init__(self, session: object, input_name: str, layout: Layout, pp: PostprocessConfig) -> None:
+    def __init__(
+        self, session: object, input_name: str, layout: Layout, pp: PostprocessConfig, input_size: int
+    ) -> None:
         self._session = session
         self._input = input_name
         self._layout = layout
         self._pp = pp
+        self._size = input_size
 
     def run(self, image: np.ndarray) -> ContextResult:
         t0 = time.perf_counter()
@@ -44,7 +48,7 @@ class _OnnxContext(Context):
         t1 = time.perf_counter()
         outputs = self._session.run(None, {self._input: x})  # type: ignore[attr-defined]
         t2 = time.perf_counter()
-        detections = postprocess_with(outputs, self._pp, self._layout)
+        detections = postprocess_with(outputs, self._pp, self._layout, self._size)
         t3 = time.perf_counter()
         return ContextResult(detections, t1 - t0, t2 - t1, t3 - t2)
 
@@ -80,22 +84,45 @@ class OnnxBackend(ModelFileBackend):
                     f"model file {path} cannot be loaded by ONNX Runtime ({first[:200]}): the file is "
                     f"corrupt or not an ONNX model; {_REBUILD}"
                 ) from None
-            input_name, layout = self._check_model(session, path)
-            self._contexts.append(_OnnxContext(session, input_name, layout, config.postprocess))
+            input_name, layout, self._input_size, nc = self._check_model(session, path, config)
+            self._contexts.append(
+                _OnnxContext(session, input_name, layout, config.postprocess, self._input_size)
+            )
+        meta = session.get_modelmeta().custom_metadata_map  # type: ignore[attr-defined]
+        try:
+            names = config.class_names or (parse_names(meta["names"]) if meta.get("names") else None)
+            self._names = resolve_names(nc, names, "the agent config" if config.class_names else str(path))
+        except NamesError as exc:
+            raise BackendError(f"model file {path}: {exc}") from None
 
     @staticmethod
-    def _check_model(session: object, path: object) -> tuple[str, Layout]:
+    def _check_model(session: object, path: object, config: AgentConfig) -> tuple[str, Layout, int, int]:
+        """(input name, output layout, input side, class count), read from the model itself."""
         inputs = session.get_inputs()  # type: ignore[attr-defined]
         shape = list(inputs[0].shape) if len(inputs) == 1 else []
-        if len(inputs) != 1 or len(shape) != 4 or shape[1:] != [3, INPUT_SIZE, INPUT_SIZE]:
+        size = shape[2] if len(shape) == 4 else None
+        if (
+            len(inputs) != 1
+            or len(shape) != 4
+            or shape[1] != 3
+            or not isinstance(size, int)
+            or shape[3] != size
+            or size % 32
+        ):
             got = ", ".join(f"{i.name} {i.shape}" for i in inputs)
             raise BackendError(
-                f"model file {path} takes {got}, but the agent feeds one [1,3,{INPUT_SIZE},{INPUT_SIZE}] "
-                f"image; use a YOLOv8 model exported at {INPUT_SIZE}x{INPUT_SIZE} (npudure model build)"
+                f"model file {path} takes {got}, but the agent feeds one [1,3,S,S] image with a fixed side "
+                f"S, a multiple of 32 (e.g. {INPUT_SIZE}): export the YOLOv8 model with a fixed square imgsz "
+                "(yolo export format=onnx imgsz=640)"
+            )
+        if config.input_size is not None and config.input_size != size:
+            raise BackendError(
+                f"model file {path} takes {size}x{size} frames but the agent config says input_size "
+                f"{config.input_size}: remove input_size from the config or fix it"
             )
         out_shapes = [[d if isinstance(d, int) else 1 for d in o.shape] for o in session.get_outputs()]  # type: ignore[attr-defined]
         try:
             layout = detect_layout(out_shapes)
         except LayoutError as exc:
             raise BackendError(f"model file {path}: {exc}") from None
-        return inputs[0].name, layout
+        return inputs[0].name, layout, size, num_classes(out_shapes)

@@ -2,8 +2,9 @@
 
 One RKNNLite context per NPU core, each pinned to its core (NPU_CORE_0, _1, _2): the reference
 measured one context on both cores (NPU_CORE_0_1) 11.5% slower than one per core, and a context
-shared between threads gave wrong results. The model is the rknn_model_zoo layout (9 outputs)
-converted with rknn-toolkit2 on x86 (docs/model.md); the runtime hands back float outputs.
+shared between threads gave wrong results. The model is the rknn_model_zoo layout (9 outputs, any
+class count) converted with rknn-toolkit2 on x86 (docs/model.md); the runtime hands back float
+outputs. Its input size and class names come from the ``.rknn.json`` beside it (or the agent config).
 This backend never falls back to another: without the toolkit or the NPU it refuses to start.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import importlib.metadata
+import json
 import mmap
 import os
 import time
@@ -28,6 +30,8 @@ from npudure.backends.base import (
     sha256_file,
 )
 from npudure.config import AgentConfig, PostprocessConfig
+from npudure.vision.frames import INPUT_SIZE
+from npudure.vision.labels import COCO80, NamesError, check_names, resolve_names
 from npudure.vision.postprocess import Layout, detect_layout, postprocess_with
 
 LIBRKNNRT = "/usr/lib/librknnrt.so"
@@ -123,11 +127,33 @@ def _init_hints(path: Path) -> str:
     return "; ".join(hints)
 
 
+def model_record(path: Path, config: AgentConfig) -> tuple[int, tuple[str, ...]]:
+    """(input side, class names) for an .rknn, which holds neither in a form RKNNLite reads: the agent
+    config's ``input_size``/``class_names`` first, else the ``.rknn.json`` that `npudure model convert`
+    wrote beside the model, else npudure's own model (640, COCO-80)."""
+    record: dict = {}
+    beside = path.with_name(path.name + ".json")
+    if beside.is_file():
+        try:
+            record = json.loads(beside.read_text())
+        except (OSError, ValueError) as exc:
+            raise BackendError(f"{beside} is not readable JSON ({exc}): convert the model again") from None
+    size = config.input_size or int(record.get("input_size") or INPUT_SIZE)
+    try:
+        names = config.class_names or (check_names(record["names"]) if record.get("names") else None)
+        nc = int(record.get("num_classes") or (len(names) if names else len(COCO80)))
+        source = "the agent config" if config.class_names else str(beside)
+        return size, resolve_names(nc, names, source)
+    except (NamesError, TypeError, ValueError) as exc:
+        raise BackendError(f"model file {path}: {exc}") from None
+
+
 class _RknnContext(Context):
-    def __init__(self, lite: object, core: int, pp: PostprocessConfig) -> None:
+    def __init__(self, lite: object, core: int, pp: PostprocessConfig, input_size: int = INPUT_SIZE) -> None:
         self._lite = lite
         self.core = core
         self._pp = pp
+        self._size = input_size
         self._layout: Layout | None = None
         self._released = False
 
@@ -144,7 +170,7 @@ class _RknnContext(Context):
             )
         if self._layout is None:
             self._layout = detect_layout([np.shape(o) for o in outputs])
-        detections = postprocess_with(outputs, self._pp, self._layout)
+        detections = postprocess_with(outputs, self._pp, self._layout, self._size)
         t3 = time.perf_counter()
         return ContextResult(detections, t1 - t0, t2 - t1, t3 - t2)
 
@@ -169,6 +195,7 @@ class RknnBackend(ModelFileBackend):
                 "set npu_cores to 2 on an RK3576 or 3 on an RK3588"
             )
         check_npu_runtime()
+        self._input_size, self._names = model_record(path, config)
         self._sha256 = sha256_file(path)
         # Kept to re-create a hung core's context (new_context).
         self._lite_class, self._path, self._pp = RKNNLite, path, config.postprocess
@@ -176,7 +203,7 @@ class RknnBackend(ModelFileBackend):
         try:
             for core, mask in enumerate(_core_masks(RKNNLite, config.npu_cores)):
                 lite = RKNNLite()
-                ctx = _RknnContext(lite, core, config.postprocess)
+                ctx = _RknnContext(lite, core, config.postprocess, self._input_size)
                 self._contexts.append(ctx)  # so a later failure releases this one too
                 ret = self._call(lite.load_rknn, str(path))
                 if ret != 0:
@@ -229,7 +256,7 @@ class RknnBackend(ModelFileBackend):
         """A new RKNNLite context on NPU core ``index`` (the agent's hung-context recovery)."""
         mask = _core_masks(self._lite_class, index + 1)[index]
         lite = self._lite_class()
-        ctx = _RknnContext(lite, index, self._pp)
+        ctx = _RknnContext(lite, index, self._pp, self._input_size)
         ret = self._call(lite.load_rknn, str(self._path))
         if ret == 0:
             ret = self._call(lite.init_runtime, core_mask=mask)

@@ -39,6 +39,19 @@ def load_image(path: Path) -> np.ndarray:
         raise ImageError(f"--image {path}: cannot read it: {exc}") from None
 
 
+def file_payload(path: Path) -> tuple[int, bytes]:
+    """An image file's bytes with the encoding its signature says (JPEG or PNG), sent unchanged."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ImageError(f"--image {path}: cannot read it: {exc.strerror or exc}") from None
+    if data[:2] == b"\xff\xd8":
+        return pb.ENCODING_JPEG, data
+    if data[:8] == frames.PNG_MAGIC:
+        return pb.ENCODING_PNG, data
+    raise ImageError(f"--image {path}: --encoding file sends JPEG or PNG files, and this is neither")
+
+
 def seeded_frame(seed: int) -> np.ndarray:
     return frames.synthetic_frame(seed)
 
@@ -47,7 +60,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", default="127.0.0.1:50050", help="scheduler or agent host:port")
     parser.add_argument("--image", type=Path, action="append", help="image file(s); default: seeded frames")
     parser.add_argument("--count", type=int, default=1, help="requests to send (default 1)")
-    parser.add_argument("--encoding", choices=("raw", "jpeg"), default="raw")
+    parser.add_argument(
+        "--encoding",
+        choices=("raw", "jpeg", "file"),
+        default="raw",
+        help="raw/jpeg: the image letterboxed here to 640x640; file: each --image file's JPEG/PNG bytes as "
+        "they are (any size: the board letterboxes to its model, boxes come back in the file's pixels)",
+    )
     parser.add_argument("--timeout", type=float, default=10.0, help="per-request deadline, s (default 10)")
     parser.add_argument("--json", action="store_true", help="one JSON line per response")
     parser.add_argument(
@@ -69,12 +88,21 @@ def _open(args: argparse.Namespace) -> grpc.Channel:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        images = [load_image(p) for p in args.image] if args.image else [seeded_frame(i) for i in range(4)]
+        if args.encoding == "file":
+            sent = [file_payload(p) for p in args.image or []]
+            if not sent:
+                raise ImageError("--encoding file needs --image FILE (a JPEG or PNG)")
+        else:
+            images = (
+                [load_image(p) for p in args.image] if args.image else [seeded_frame(i) for i in range(4)]
+            )
+            encoding = pb.ENCODING_JPEG if args.encoding == "jpeg" else pb.ENCODING_RAW_RGB
+            sent = [
+                (encoding, frames.encode_jpeg(i) if args.encoding == "jpeg" else i.tobytes()) for i in images
+            ]
     except ImageError as exc:
         print(f"npudure infer: {exc}", file=sys.stderr)
         return 2
-    encoding = pb.ENCODING_JPEG if args.encoding == "jpeg" else pb.ENCODING_RAW_RGB
-    payloads = [frames.encode_jpeg(i) if args.encoding == "jpeg" else i.tobytes() for i in images]
     nodes: Counter[str] = Counter()
     failures = 0
     try:
@@ -93,9 +121,8 @@ def run(args: argparse.Namespace) -> int:
             return 1
         stub = rpc.InferenceStub(channel)
         for n in range(args.count):
-            request = pb.InferRequest(
-                request_id=f"cli-{n}", encoding=encoding, frame=payloads[n % len(payloads)]
-            )
+            encoding, payload = sent[n % len(sent)]
+            request = pb.InferRequest(request_id=f"cli-{n}", encoding=encoding, frame=payload)
             start = time.perf_counter()
             try:
                 reply = stub.Infer(request, timeout=args.timeout)
@@ -120,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
                 )
                 for d in reply.detections[:5]:
                     print(
-                        f"   class {d.class_id} score {d.score:.2f} "
+                        f"   class {d.class_id}{f' {d.label}' if d.label else ''} score {d.score:.2f} "
                         f"box {d.x1:.0f},{d.y1:.0f},{d.x2:.0f},{d.y2:.0f}"
                     )
     if not args.json:

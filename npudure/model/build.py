@@ -17,6 +17,8 @@ from npudure.model.calibrate import calibrate, calibration_frames
 from npudure.model.info import count_flops, count_params
 from npudure.model.yolov8n import (
     LAYOUTS,
+    NUM_CLASSES,
+    OUTPUT_LAYOUTS,
     REG_MAX,
     STRIDES,
     Emitter,
@@ -24,10 +26,10 @@ from npudure.model.yolov8n import (
     box_conv_name,
     cls_conv_name,
     emit,
-    emit_split_outputs,
-    emit_zoo_outputs,
     make_model,
 )
+from npudure.vision.frames import INPUT_SIZE
+from npudure.vision.labels import COCO80, ultralytics_names
 
 # Bump whenever the graph or the weights change: cached files from another builder are rebuilt.
 BUILDER_VERSION = "1"
@@ -54,6 +56,8 @@ class BuildResult:
     layout: Layout
     int8: bool
     seed: int
+    nc: int = NUM_CLASSES
+    size: int = INPUT_SIZE
 
     @property
     def gflops(self) -> float:
@@ -66,15 +70,29 @@ def cache_dir() -> Path:
     return (Path(root) if root else Path.home() / ".cache" / "npudure") / "models"
 
 
-def model_filename(layout: Layout = "split", int8: bool = False, seed: int = 0) -> str:
-    return f"yolov8n-{layout}{'-int8' if int8 else ''}-seed{seed}.onnx"
+def model_filename(
+    layout: Layout = "split", int8: bool = False, seed: int = 0, nc: int = NUM_CLASSES, size: int = INPUT_SIZE
+) -> str:
+    shape = "" if (nc, size) == (NUM_CLASSES, INPUT_SIZE) else f"-nc{nc}-{size}"
+    return f"yolov8n-{layout}{shape}{'-int8' if int8 else ''}-seed{seed}.onnx"
 
 
-def default_model_path(layout: Layout = "split", int8: bool = False, seed: int = 0) -> Path:
-    return cache_dir() / model_filename(layout, int8, seed)
+def default_model_path(
+    layout: Layout = "split", int8: bool = False, seed: int = 0, nc: int = NUM_CLASSES, size: int = INPUT_SIZE
+) -> Path:
+    return cache_dir() / model_filename(layout, int8, seed, nc, size)
 
 
-def _check_args(layout: str, int8: bool, seed: int) -> None:
+def default_names(nc: int) -> tuple[str, ...]:
+    """COCO's for 80 classes (what the project's model is shaped as), else class0, class1, ..."""
+    return COCO80 if nc == len(COCO80) else tuple(f"class{i}" for i in range(nc))
+
+
+def _check_args(layout: str, int8: bool, seed: int, nc: int = NUM_CLASSES, size: int = INPUT_SIZE) -> None:
+    if nc < 1:
+        raise ModelBuildError(f"the class count must be 1 or more, got {nc}")
+    if size < 64 or size % 32:
+        raise ModelBuildError(f"the input size must be a multiple of 32 from 64 up, got {size}")
     if layout not in LAYOUTS:
         raise ModelBuildError(f"unknown layout {layout!r}; use one of: {', '.join(LAYOUTS)}")
     if int8 and layout != "split":
@@ -86,8 +104,16 @@ def _check_args(layout: str, int8: bool, seed: int) -> None:
         raise ModelBuildError(f"seed must be 0 or more, got {seed}")
 
 
-def _metadata(layout: Layout, int8: bool, seed: int, params_unfused: int) -> dict[str, str]:
-    return {
+def _metadata(
+    layout: Layout,
+    int8: bool,
+    seed: int,
+    params_unfused: int,
+    nc: int = NUM_CLASSES,
+    size: int = INPUT_SIZE,
+    names: tuple[str, ...] | None = None,
+) -> dict[str, str]:
+    meta = {
         "npudure.builder_version": BUILDER_VERSION,
         "npudure.model": "yolov8n",
         "npudure.layout": layout,
@@ -97,6 +123,17 @@ def _metadata(layout: Layout, int8: bool, seed: int, params_unfused: int) -> dic
         "npudure.trained": "false",
         "npudure.note": NOTE,
     }
+    if layout == "standard" or (nc, size) != (NUM_CLASSES, INPUT_SIZE):
+        # The keys ultralytics' exporter writes (what a user's `yolo export format=onnx` file has).
+        meta |= {
+            "description": "npudure YOLOv8n (untrained), ultralytics export layout",
+            "stride": "32",
+            "task": "detect",
+            "batch": "1",
+            "imgsz": f"[{size}, {size}]",
+            "names": ultralytics_names(names or default_names(nc)),
+        }
+    return meta
 
 
 def _unfused_params(weights: dict[str, np.ndarray]) -> int:
@@ -110,19 +147,27 @@ def _unfused_params(weights: dict[str, np.ndarray]) -> int:
 
 
 def build_yolov8n(
-    path: str | Path, layout: Layout = "split", int8: bool = False, seed: int = 0, threads: int = 2
+    path: str | Path,
+    layout: Layout = "split",
+    int8: bool = False,
+    seed: int = 0,
+    threads: int = 2,
+    nc: int = NUM_CLASSES,
+    size: int = INPUT_SIZE,
+    names: tuple[str, ...] | None = None,
 ) -> BuildResult:
     """Build the model into ``path`` (always builds; see :func:`ensure_model` for the cache)."""
-    _check_args(layout, int8, seed)
+    _check_args(layout, int8, seed, nc, size)
     start = time.perf_counter()
     path = Path(path)
-    weights, stats = calibrate(seed, calibration_frames(seed), threads=threads)
-    e = Emitter("final", weights, rng=None, stats=stats)
-    emit(e, emit_split_outputs if layout == "split" else emit_zoo_outputs)
+    weights, stats = calibrate(seed, calibration_frames(seed, size=size), threads=threads, nc=nc)
+    e = Emitter("final", weights, rng=None, stats=stats, nc=nc, size=size)
+    emit(e, OUTPUT_LAYOUTS[layout])
     model = make_model(e, batch=1, doc=NOTE)
     onnx.checker.check_model(model)
     unfused = _unfused_params(weights)
-    helper.set_model_props(model, _metadata(layout, int8, seed, unfused))
+    meta = _metadata(layout, int8, seed, unfused, nc, size, names)
+    helper.set_model_props(model, meta)
 
     path.parent.mkdir(parents=True, exist_ok=True)
     # Write next to the target and rename: a reader never sees half a file, and two concurrent
@@ -136,7 +181,7 @@ def build_yolov8n(
             quantized = Path(tmp) / "int8.onnx"
             quantize_int8(staged, quantized, seed)
             qmodel = onnx.load(str(quantized))
-            helper.set_model_props(qmodel, _metadata(layout, int8, seed, unfused))
+            helper.set_model_props(qmodel, meta)
             qmodel.doc_string = NOTE
             onnx.save(qmodel, str(staged))
             model = qmodel
@@ -152,10 +197,20 @@ def build_yolov8n(
         layout=layout,
         int8=int8,
         seed=seed,
+        nc=nc,
+        size=size,
     )
 
 
-def _cached(path: Path, layout: Layout, int8: bool, seed: int) -> BuildResult | None:
+def _cached(
+    path: Path,
+    layout: Layout,
+    int8: bool,
+    seed: int,
+    nc: int = NUM_CLASSES,
+    size: int = INPUT_SIZE,
+    names: tuple[str, ...] | None = None,
+) -> BuildResult | None:
     """The BuildResult of an existing, intact file built by this builder with these settings."""
     start = time.perf_counter()
     try:
@@ -163,7 +218,8 @@ def _cached(path: Path, layout: Layout, int8: bool, seed: int) -> BuildResult | 
     except Exception:
         return None  # missing, truncated or corrupt: rebuild
     meta = {p.key: p.value for p in model.metadata_props}
-    if meta != _metadata(layout, int8, seed, int(meta.get("npudure.params_unfused", "0") or 0)):
+    unfused = int(meta.get("npudure.params_unfused", "0") or 0)
+    if meta != _metadata(layout, int8, seed, unfused, nc, size, names):
         return None  # another builder version or other settings
     return BuildResult(
         path=path,
@@ -176,6 +232,8 @@ def _cached(path: Path, layout: Layout, int8: bool, seed: int) -> BuildResult | 
         layout=layout,
         int8=int8,
         seed=seed,
+        nc=nc,
+        size=size,
     )
 
 
@@ -186,13 +244,21 @@ def ensure_model(
     path: str | Path | None = None,
     force: bool = False,
     threads: int = 2,
+    nc: int = NUM_CLASSES,
+    size: int = INPUT_SIZE,
+    names: tuple[str, ...] | None = None,
 ) -> BuildResult:
     """Return the model at ``path`` (default: the cache), building it only if it is missing, was
-    built by another builder version or with other settings, or ``force`` is set."""
-    _check_args(layout, int8, seed)
-    target = Path(path) if path is not None else default_model_path(layout, int8, seed)
+    built by another builder version or with other settings, or ``force`` is set.
+
+    ``nc``, ``size`` and ``names`` shape the model (any class count, any input side that is a multiple
+    of 32); the ``standard`` layout is ultralytics' own single-output export, with its metadata."""
+    _check_args(layout, int8, seed, nc, size)
+    target = Path(path) if path is not None else default_model_path(layout, int8, seed, nc, size)
     if not force and target.is_file():
-        hit = _cached(target, layout, int8, seed)
+        hit = _cached(target, layout, int8, seed, nc, size, names)
         if hit is not None:
             return hit
-    return build_yolov8n(target, layout=layout, int8=int8, seed=seed, threads=threads)
+    return build_yolov8n(
+        target, layout=layout, int8=int8, seed=seed, threads=threads, nc=nc, size=size, names=names
+    )

@@ -20,6 +20,7 @@ import numpy as np
 from npudure.model.yolov8n import (
     BN_EPS,
     INPUT_NAME,
+    NUM_CLASSES,
     STRIDES,
     ConvStats,
     Emitter,
@@ -28,7 +29,7 @@ from npudure.model.yolov8n import (
     emit,
     make_model,
 )
-from npudure.vision.frames import synthetic_frame
+from npudure.vision.frames import INPUT_SIZE, synthetic_frame
 
 CALIBRATION_FRAMES = 8
 TARGET_CANDIDATES = 20  # anchors with best class probability ≥ SCORE_THRESHOLD on the median frame
@@ -38,10 +39,12 @@ CLS_GAIN = 1.5  # spreads the surviving scores over 0.25..~0.9 instead of just a
 BOX_GAIN = 2.0  # peakier DFL distributions → box sizes that vary from anchor to anchor
 
 
-def calibration_frames(seed: int, count: int = CALIBRATION_FRAMES, purpose: int = 1) -> list[np.ndarray]:
+def calibration_frames(
+    seed: int, count: int = CALIBRATION_FRAMES, purpose: int = 1, size: int = INPUT_SIZE
+) -> list[np.ndarray]:
     """Frames for model ``seed``: seeds far from the small integers tests and benches use, and
     distinct per ``purpose`` (1 BatchNorm, 2 INT8 ranges)."""
-    return [synthetic_frame(purpose * 10**9 + seed * 1000 + i) for i in range(count)]
+    return [synthetic_frame(purpose * 10**9 + seed * 1000 + i, size) for i in range(count)]
 
 
 def to_nchw(frames: list[np.ndarray]) -> np.ndarray:
@@ -56,7 +59,7 @@ def _stable(x: np.ndarray) -> np.ndarray:
 
 
 def calibrate(
-    seed: int, frames: list[np.ndarray], threads: int = 2
+    seed: int, frames: list[np.ndarray], threads: int = 2, nc: int = NUM_CLASSES
 ) -> tuple[dict[str, np.ndarray], dict[str, ConvStats]]:
     """Draw the weights for ``seed`` and estimate every folded-BatchNorm statistic on ``frames``."""
     import onnxruntime as ort
@@ -64,7 +67,10 @@ def calibrate(
     weights: dict[str, np.ndarray] = {}
     cls_names = [cls_conv_name(i) for i in range(len(STRIDES))]
     rng = np.random.default_rng(seed)
-    e = Emitter("calib", weights, rng, expose=set(cls_names), bn_gamma=BN_GAMMA, bn_beta=BN_BETA)
+    size = frames[0].shape[0]  # the model's input side is the frames' (square, a multiple of 32)
+    e = Emitter(
+        "calib", weights, rng, expose=set(cls_names), bn_gamma=BN_GAMMA, bn_beta=BN_BETA, nc=nc, size=size
+    )
     emit(e, None)
     model = make_model(e, batch=len(frames))
     opts = ort.SessionOptions()

@@ -24,10 +24,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     build.add_argument("--out", type=Path, help="write here instead of the cache")
     build.add_argument(
         "--layout",
-        choices=("split", "zoo"),
+        choices=("split", "zoo", "standard"),
         default="split",
         help="split: boxes [1,4,8400] + scores [1,80,8400] (ONNX Runtime); zoo: 9 outputs as "
-        "rknn_model_zoo (for conversion to .rknn). Default: split",
+        "rknn_model_zoo (for conversion to .rknn); standard: one output [1,4+nc,8400] with `names` "
+        "metadata, as `yolo export format=onnx` writes it. Default: split",
+    )
+    build.add_argument("--classes", type=int, default=80, help="class count (default 80)")
+    build.add_argument("--imgsz", type=int, default=640, help="input side, a multiple of 32 (default 640)")
+    build.add_argument(
+        "--names", help="class names, comma-separated (default: COCO's for 80 classes, else class0, ...)"
     )
     build.add_argument("--int8", action="store_true", help="static INT8 QDQ quantization (split layout)")
     build.add_argument("--seed", type=int, default=0, help="weight and calibration seed (default 0)")
@@ -47,16 +53,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     conv = sub.add_parser(
         "convert",
-        help="convert the zoo-layout ONNX to INT8 .rknn (rk3576, rk3588) and check it in the simulator",
-        description="Convert the 9-output zoo-layout ONNX to INT8 .rknn with the vendor's x86 rknn-toolkit2 "
-        "(installed into its own virtualenv, ~/.cache/npudure/rknn-toolkit2-venv, from a hash-locked "
-        "requirements file), then run the .rknn in the toolkit's simulator on the same frames as the ONNX "
-        "model and compare outputs and detections. Writes MODEL-PLATFORM.rknn and MODEL-PLATFORM.rknn.json "
-        "(toolkit version, platform, sha256). Exit codes: 64 bad arguments, 65 wrong model layout, "
-        "66 missing input, 69 toolkit not installable, 70 conversion failed, 1 simulator check failed.",
+        help="convert a YOLOv8 ONNX (standard ultralytics export or zoo layout) to INT8 .rknn (rk3576, "
+        "rk3588) and check it in the simulator",
+        description="Convert a YOLOv8 ONNX to INT8 .rknn with the vendor's x86 rknn-toolkit2. "
+        "Takes a standard "
+        "ultralytics export (`yolo export format=onnx`: one output (1, 4+nc, N), any class count and "
+        "input size, class names from the metadata), whose head is rewritten on the graph into the NPU-"
+        "friendly zoo layout first (kept as MODEL-PLATFORM.zoo.onnx), or the 9-output zoo layout as is. "
+        "rknn-toolkit2 is installed into its own virtualenv (~/.cache/npudure/rknn-toolkit2-venv) from a "
+        "hash-locked requirements file; the .rknn then runs in the toolkit's simulator on the same frames"
+        " as the ONNX model, and outputs and detections are compared. Writes MODEL-PLATFORM.rknn and "
+        "MODEL-PLATFORM.rknn.json (toolkit version, platform, sha256, class count and names, input size)."
+        " Exit codes: 64 bad arguments, 65 wrong model layout (or not a YOLOv8 head: the node expected is"
+        " named), 66 missing input, 69 toolkit not installable, 70 conversion failed, 1 simulator check "
+        "failed.",
     )
     conv.add_argument(
-        "onnx", nargs="?", type=Path, help="zoo-layout ONNX (default: build or reuse the cached seed-0 one)"
+        "onnx",
+        nargs="?",
+        type=Path,
+        help="standard ultralytics export or zoo-layout ONNX (default: the cached seed-0 zoo one)",
     )
     conv.add_argument(
         "--platform",
@@ -88,6 +104,9 @@ def _build(args: argparse.Namespace) -> int:
         print(f"npudure model build: {_NEEDS_ONNX}", file=sys.stderr)
         return 2
     try:
+        names = tuple(n.strip() for n in args.names.split(",")) if args.names else None
+        if names is not None and len(names) != args.classes:
+            raise ModelBuildError(f"--names gives {len(names)} names for --classes {args.classes}")
         result = ensure_model(
             layout=args.layout,
             int8=args.int8,
@@ -95,6 +114,9 @@ def _build(args: argparse.Namespace) -> int:
             path=args.out,
             force=args.force,
             threads=args.threads,
+            nc=args.classes,
+            size=args.imgsz,
+            names=names,
         )
     except ModelBuildError as exc:
         print(f"npudure model build: {exc}", file=sys.stderr)
@@ -108,7 +130,10 @@ def _build(args: argparse.Namespace) -> int:
         f"params  {result.params:,} (BatchNorm folded); {result.params_unfused:,} unfused, as ultralytics "
         "counts"
     )
-    print(f"GFLOPs  {result.gflops:.2f} (2 x Conv multiply-accumulates, 640x640, batch 1)")
+    print(
+        f"GFLOPs  {result.gflops:.2f} (2 x Conv multiply-accumulates, {result.size}x{result.size}, batch 1)"
+    )
+    print(f"shape   {result.nc} classes, {result.size}x{result.size} input, layout {result.layout}")
     print(f"time    {result.seconds:.2f} s{' (reading the cached file)' if result.cached else ''}")
     print("note    untrained weights: real architecture and compute, detections without meaning")
     return 0
@@ -194,6 +219,17 @@ def _convert(args: argparse.Namespace) -> int:
             )
             meta = result.meta
             print(f"{'cached' if result.cached else 'built'}  {result.path}")
+            names = meta.get("names") or []
+            shown = ", ".join(repr(n) for n in names[:5]) + (", ..." if len(names) > 5 else "")
+            print(
+                f"model   {meta.get('num_classes')} classes ({shown}), {meta.get('input_size')}x"
+                f"{meta.get('input_size')} input, "
+                + (
+                    f"standard export rewritten to the zoo layout: {result.converted}"
+                    if meta.get("source_layout") == "standard"
+                    else "zoo layout"
+                )
+            )
             print(f"sha256  {meta['rknn_sha256']}")
             print(
                 f"target  {meta['target_platform']}, rknn-toolkit2 {meta['toolkit_version']} (boards need "

@@ -1,9 +1,16 @@
-"""``npudure model convert``: the zoo-layout ONNX -> INT8 ``.rknn`` for rk3576/rk3588, built on x86 with
+"""``npudure model convert``: a YOLOv8 ONNX -> INT8 ``.rknn`` for rk3576/rk3588, built on x86 with
 the vendor's rknn-toolkit2 (in its own venv, npudure/model/toolkit.py), then checked in its simulator.
 
+Two kinds of ONNX are taken: the rknn_model_zoo layout (9 outputs, ``npudure model build --layout
+zoo``) as it is, and a standard ultralytics export (``yolo export format=onnx``: one output
+``(1, 4+nc, N)``, any class count and input size, ``names`` in the metadata), whose head is first
+rewritten on the graph into the zoo layout (npudure/model/rewrite.py) so that INT8 keeps the class
+scores; the rewritten graph is kept beside the .rknn (``MODEL-PLATFORM.zoo.onnx``).
+
 Beside ``model.rknn`` goes ``model.rknn.json``: toolkit version, target platform, the .rknn's and the
-ONNX's sha256, the calibration set. The boards' librknnrt must be that toolkit version (preflight
-checks it). A second run with the same ONNX, platform, toolkit and calibration reuses the file.
+ONNX's sha256, the calibration set, and the model's class count, class names and input size (the
+agent reads them from there). The boards' librknnrt must be that toolkit version (preflight checks
+it). A second run with the same ONNX, platform, toolkit and calibration reuses the file.
 """
 
 from __future__ import annotations
@@ -22,10 +29,11 @@ import numpy as np
 from npudure.backends.base import sha256_file
 from npudure.model import toolkit as tk
 from npudure.vision import frames
-from npudure.vision.frames import synthetic_frame
+from npudure.vision.frames import INPUT_SIZE, synthetic_frame
+from npudure.vision.labels import NamesError, parse_names, resolve_names
 
 PLATFORMS = ("rk3576", "rk3588")
-META_FORMAT = 1
+META_FORMAT = 2  # 2: num_classes, names, input_size, source_layout
 CALIB_FRAMES = 20
 CHECK_FRAMES = 4
 CALIB_FIRST_SEED = 2 * 10**9  # far from the seeds tests, benches and the model's own calibration use
@@ -52,6 +60,19 @@ class ConvertResult:
     seconds: float
     sim_outputs: Path | None  # the simulator's outputs on the check frames (.npz), if run
     check_frames: np.ndarray | None
+    converted: Path | None = None  # the ONNX the toolkit was given (the rewrite of a standard export)
+
+
+@dataclass(frozen=True)
+class SourceModel:
+    """The user's ONNX as the converter reads it."""
+
+    path: Path
+    sha256: str
+    layout: str  # "zoo" (converted as is) or "standard" (rewritten first)
+    num_classes: int
+    input_size: int
+    names: tuple[str, ...]
 
 
 def meta_path(rknn: Path) -> Path:
@@ -70,7 +91,12 @@ def read_meta(rknn: Path) -> dict | None:
 
 
 def check_onnx(path: Path) -> str:
-    """The ONNX file's sha256 after checking it is there and has the zoo layout (9 outputs)."""
+    """The ONNX file's sha256 after checking it is there and is a model :func:`inspect_source` takes."""
+    return inspect_source(path).sha256
+
+
+def inspect_source(path: Path) -> SourceModel:
+    """Check the ONNX is there and is the zoo layout or a rewritable standard export; read its shape."""
     if not path.is_file():
         raise ConvertError(
             f"{path}: no such ONNX file; build it with `npudure model build --layout zoo`", EX_NOINPUT
@@ -86,21 +112,67 @@ def check_onnx(path: Path) -> str:
         layout = detect_layout(shapes)  # type: ignore[arg-type]
     except (ValueError, LayoutError) as exc:
         raise ConvertError(f"{path}: {exc}", EX_DATAERR) from None
-    if layout != "zoo" or len(shapes) != 9:
+    if (layout != "zoo" or len(shapes) != 9) and layout != "concat":
         raise ConvertError(
-            f"{path} has the {layout!r} layout ({len(shapes)} outputs); the NPU needs the rknn_model_zoo "
-            "layout with 9 outputs: rebuild with `npudure model build --layout zoo`",
+            f"{path} has the {layout!r} layout ({len(shapes)} outputs); convert takes a standard "
+            "ultralytics export (one output (1, 4+nc, N): `yolo export format=onnx`) or the rknn_model_zoo "
+            "layout with 9 outputs (`npudure model build --layout zoo`)",
             EX_DATAERR,
         )
     if info.quantized:
         raise ConvertError(
-            f"{path} is already quantized (QDQ); give rknn-toolkit2 the float zoo model", EX_DATAERR
+            f"{path} is already quantized (QDQ); give rknn-toolkit2 the float model", EX_DATAERR
         )
-    return info.sha256
+    if layout == "concat":
+        import onnx
+
+        from npudure.model.rewrite import RewriteError, find_head
+
+        try:
+            head = find_head(onnx.load(str(path)))
+        except RewriteError as exc:
+            raise ConvertError(f"{path}: {exc}", EX_DATAERR) from None
+        nc, size, kind = head.num_classes, head.input_size, "standard"
+    else:
+        dims = info.inputs[0].shape if len(info.inputs) == 1 else ()
+        if len(dims) != 4 or not isinstance(dims[2], int) or dims[2] != dims[3]:
+            raise ConvertError(f"{path}: expected one image input [1,3,S,S], found {info.inputs}", EX_DATAERR)
+        nc, size, kind = shapes[1][1], int(dims[2]), "zoo"
+    try:
+        given = parse_names(info.metadata["names"]) if info.metadata.get("names") else None
+        names = resolve_names(int(nc), given, f"{path}'s metadata")
+    except NamesError as exc:
+        raise ConvertError(f"{path}: {exc}", EX_DATAERR) from None
+    return SourceModel(path, info.sha256, kind, int(nc), size, names)
 
 
-def load_images(folder: Path, limit: int | None = None) -> tuple[list[np.ndarray], str]:
-    """The user's images letterboxed to 640x640 RGB uint8 (as YOLOv8 sees them), and the files' digest."""
+def converted_onnx_path(rknn: Path) -> Path:
+    """Where the rewritten (zoo-layout) graph of a standard export is kept, beside the .rknn."""
+    return rknn.with_name(rknn.stem + ".zoo.onnx")
+
+
+def npu_graph(source: SourceModel, target: Path) -> Path:
+    """The ONNX to give the toolkit: the zoo file itself, or a standard export's rewrite (written
+    beside ``target`` atomically; the rewrite is deterministic, so a rerun writes the same bytes)."""
+    if source.layout == "zoo":
+        return source.path
+    import onnx
+
+    from npudure.model.rewrite import to_zoo_layout
+
+    rewritten, _ = to_zoo_layout(onnx.load(str(source.path)))
+    out = converted_onnx_path(target)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staged = out.with_name(f".{out.name}.{os.getpid()}")
+    onnx.save(rewritten, str(staged))
+    os.replace(staged, out)
+    return out
+
+
+def load_images(
+    folder: Path, limit: int | None = None, size: int = INPUT_SIZE
+) -> tuple[list[np.ndarray], str]:
+    """The user's images letterboxed to size x size RGB uint8 (as YOLOv8 sees them), and the files' digest."""
     from PIL import Image, UnidentifiedImageError
 
     if not folder.is_dir():
@@ -118,25 +190,37 @@ def load_images(folder: Path, limit: int | None = None) -> tuple[list[np.ndarray
         digest.update(hashlib.sha256(data).digest())
         try:
             with Image.open(f) as img:
-                images.append(frames.letterbox(img))
+                images.append(frames.letterbox(img, size))
         except (UnidentifiedImageError, OSError) as exc:
             raise ConvertError(f"--images: {f} is not a readable image ({exc})", EX_DATAERR) from None
     return images, digest.hexdigest()
 
 
-def calibration_set(images: Path | None, count: int) -> tuple[list[np.ndarray], str]:
+def calibration_set(images: Path | None, count: int, size: int = INPUT_SIZE) -> tuple[list[np.ndarray], str]:
+    """The user's images; else real photographs (npudure/model/photos.py); else, where the package
+    that ships them is missing, seeded synthetic frames (the key says which)."""
     if images is not None:
-        frames, digest = load_images(images, count)
+        frames, digest = load_images(images, count, size)
         return frames, f"images:{digest[:16]}:{len(frames)}"
-    return [synthetic_frame(CALIB_FIRST_SEED + i) for i in range(count)], f"seeded:{CALIB_FIRST_SEED}:{count}"
+    from npudure.model import photos
+
+    if photos.version() is not None:
+        return photos.calibration_photos(count, size)
+    key = f"seeded:{CALIB_FIRST_SEED}:{count}" + ("" if size == INPUT_SIZE else f":{size}")
+    return [synthetic_frame(CALIB_FIRST_SEED + i, size) for i in range(count)], key
 
 
-def check_set(images: Path | None, count: int) -> np.ndarray:
-    """Frames for the simulator check: the user's images when given (they are what matters), else seeded."""
+def check_set(images: Path | None, count: int, size: int = INPUT_SIZE) -> np.ndarray:
+    """Frames for the simulator check: the user's images when given (they are what matters), else the
+    held-out real photographs, else seeded synthetic frames."""
+    from npudure.model import photos
+
     if images is not None:
-        frames, _ = load_images(images, count)
+        frames, _ = load_images(images, count, size)
+    elif photos.version() is not None:
+        frames = photos.check_photos(count, size)
     else:
-        frames = [synthetic_frame(CHECK_FIRST_SEED + i) for i in range(count)]
+        frames = [synthetic_frame(CHECK_FIRST_SEED + i, size) for i in range(count)]
     return np.stack(frames)
 
 
@@ -172,10 +256,11 @@ def convert(
         raise ConvertError(f"unknown platform {platform!r}; use one of: {', '.join(PLATFORMS)}", EX_USAGE)
     if calib_count < 1 or check_frames < 0:
         raise ConvertError("--calib-count must be 1 or more and --check-frames 0 or more", EX_USAGE)
-    onnx_sha = check_onnx(onnx)
+    source = inspect_source(onnx)
+    onnx_sha = source.sha256
     target = out or default_output(onnx, platform, None)
-    calib, calib_key = calibration_set(images, calib_count)
-    frames = check_set(images, check_frames) if check_frames else None
+    calib, calib_key = calibration_set(images, calib_count, source.input_size)
+    frames = check_set(images, check_frames, source.input_size) if check_frames else None
     try:
         toolkit = tk.ensure_toolkit(venv, log=log)
     except tk.ToolkitError as exc:
@@ -187,8 +272,13 @@ def convert(
         "toolkit": "rknn-toolkit2",
         "toolkit_version": toolkit.version,
         "calibration": calib_key,
+        "source_layout": source.layout,
+        "num_classes": source.num_classes,
+        "names": list(source.names),
+        "input_size": source.input_size,
     }
     started = time.monotonic()
+    graph = npu_graph(source, target)
     if not force and _reusable(target, want, check_frames):
         meta = read_meta(target) or {}
         return ConvertResult(
@@ -198,6 +288,7 @@ def convert(
             time.monotonic() - started,
             sim_path(target) if frames is not None else None,
             frames,
+            graph,
         )
 
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -214,7 +305,7 @@ def convert(
         dataset.write_text("\n".join(names) + "\n")
         staged = work / target.name
         request = {
-            "onnx": str(onnx.resolve()),
+            "onnx": str(graph.resolve()),
             "platform": platform,
             "dataset": str(dataset),
             "out": str(staged),
@@ -233,7 +324,9 @@ def convert(
             "rknn_bytes": staged.stat().st_size,
             "onnx": onnx.name,
             "quantization": "int8 (asymmetric, rknn-toolkit2 default), mean 0 std 255 on the NPU",
-            "input": "uint8 NHWC RGB 640x640",
+            "input": f"uint8 NHWC RGB {source.input_size}x{source.input_size}",
+            "converted_onnx": graph.name,
+            "converted_onnx_sha256": sha256_file(graph),
             "build_seconds": round(result["build_seconds"], 2),
             "check_frames": check_frames,
             "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -252,16 +345,23 @@ def convert(
         time.monotonic() - started,
         sim_path(target) if frames is not None else None,
         frames,
+        graph,
     )
 
 
 def simulator_check(result: ConvertResult, onnx: Path, score_threshold: float) -> object:
+    """The simulator's outputs against ONNX Runtime's on the graph the toolkit was given."""
     from npudure.model.simcheck import compare, load_sim_outputs, onnx_outputs
 
     assert result.sim_outputs is not None and result.check_frames is not None
     frames = result.check_frames
+    names = result.meta.get("names") or None
     return compare(
-        onnx_outputs(onnx, frames), load_sim_outputs(result.sim_outputs, len(frames)), score_threshold
+        onnx_outputs(result.converted or onnx, frames),
+        load_sim_outputs(result.sim_outputs, len(frames)),
+        score_threshold,
+        input_size=int(result.meta.get("input_size") or INPUT_SIZE),
+        names=names,
     )
 
 
@@ -277,8 +377,11 @@ __all__ = [
     "PLATFORMS",
     "ConvertError",
     "ConvertResult",
+    "SourceModel",
     "check_onnx",
     "convert",
+    "converted_onnx_path",
+    "inspect_source",
     "meta_path",
     "platforms_arg",
     "read_meta",

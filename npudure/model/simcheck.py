@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from npudure.vision.frames import INPUT_SIZE
 from npudure.vision.postprocess import LayoutError, detect_layout, postprocess
 
 MATCH_IOU = 0.5
@@ -43,6 +44,9 @@ class CheckResult:
     rknn_detections: int = 0
     matched: int = 0
     problem: str = ""  # set when the outputs could not be compared at all
+    # Per class id: [ONNX detections, RKNN detections, matched].
+    per_class: dict[int, list[int]] = field(default_factory=dict)
+    names: Sequence[str] | None = None
 
     @property
     def match_rate(self) -> float:
@@ -72,6 +76,14 @@ class CheckResult:
             f"{self.rknn_detections} RKNN; "
             f"match rate {self.match_rate:.1%}",
         ]
+        for cid in sorted(self.per_class):
+            ref, got, hit = self.per_class[cid]
+            name = self.names[cid] if self.names and cid < len(self.names) and self.names[cid] else ""
+            rate = 2 * hit / (ref + got) if ref + got else 0.0
+            out.append(
+                f"class   {cid}{f' {name!r}' if name else ''}: {hit} matched of {ref} ONNX / {got} RKNN "
+                f"({rate:.0%})"
+            )
         for o in self.outputs:
             out.append(
                 f"output  {o.index} [{','.join(map(str, o.shape))}] cosine {o.cosine:.4f}, max abs error "
@@ -108,8 +120,11 @@ def _iou(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
     return inter / np.maximum(area + areas - inter, 1e-9)
 
 
-def match_detections(ref: np.ndarray, got: np.ndarray, iou: float = MATCH_IOU) -> int:
-    """Greedy one-to-one matching, best reference score first: same class and IoU >= ``iou``."""
+def match_detections(
+    ref: np.ndarray, got: np.ndarray, iou: float = MATCH_IOU, per_class: dict[int, int] | None = None
+) -> int:
+    """Greedy one-to-one matching, best reference score first: same class and IoU >= ``iou``
+    (``per_class`` is given the matches by class id)."""
     used = np.zeros(len(got), dtype=bool)
     matched = 0
     for row in ref[np.argsort(-ref[:, 4], kind="stable")]:
@@ -121,6 +136,8 @@ def match_detections(ref: np.ndarray, got: np.ndarray, iou: float = MATCH_IOU) -
         if ious[best] >= iou:
             used[candidates[best]] = True
             matched += 1
+            if per_class is not None:
+                per_class[int(row[5])] = per_class.get(int(row[5]), 0) + 1
     return matched
 
 
@@ -128,9 +145,11 @@ def compare(
     ref: Sequence[Sequence[np.ndarray]],
     got: Sequence[Sequence[np.ndarray]],
     score_threshold: float = SCORE_THRESHOLD,
+    input_size: int = INPUT_SIZE,
+    names: Sequence[str] | None = None,
 ) -> CheckResult:
     """Compare per-frame output lists: ``ref`` from ONNX Runtime, ``got`` from the simulator."""
-    result = CheckResult(frames=len(ref), score_threshold=score_threshold)
+    result = CheckResult(frames=len(ref), score_threshold=score_threshold, names=names)
     if len(ref) != len(got) or not ref:
         result.problem = f"{len(ref)} ONNX frames but {len(got)} simulator frames"
         return result
@@ -155,11 +174,17 @@ def compare(
             OutputError(j, shape, cosine, float(np.abs(a - b).max()), float(np.abs(a).max()))
         )
     for r, g in zip(ref, got, strict=True):
-        dr = postprocess(list(r), score_threshold=score_threshold)
-        dg = postprocess(list(g), score_threshold=score_threshold)
+        dr = postprocess(list(r), score_threshold=score_threshold, input_size=input_size)
+        dg = postprocess(list(g), score_threshold=score_threshold, input_size=input_size)
         result.onnx_detections += len(dr)
         result.rknn_detections += len(dg)
-        result.matched += match_detections(dr, dg)
+        hits: dict[int, int] = {}
+        result.matched += match_detections(dr, dg, per_class=hits)
+        for col, dets in ((0, dr), (1, dg)):
+            for cid in dets[:, 5].astype(int).tolist():
+                result.per_class.setdefault(cid, [0, 0, 0])[col] += 1
+        for cid, n in hits.items():
+            result.per_class.setdefault(cid, [0, 0, 0])[2] += n
     if result.onnx_detections == 0:
         result.problem = (
             f"the ONNX model gave no detection at score >= {score_threshold} on these frames: nothing to "

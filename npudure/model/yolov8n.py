@@ -9,7 +9,9 @@ with a 16-bin DFL box branch. The same code emits two graphs:
   batch of frames therefore re-estimates every BatchNorm layer by layer, exactly as a sequential
   pass would, because each layer already sees its normalised input.
 * ``final`` mode: BatchNorm folded into the conv (weight × γ/σ, bias β − μγ/σ), SiLU as x·sigmoid(x),
-  and one of two output layouts (see :data:`LAYOUTS`).
+  and one of three output layouts (see :data:`LAYOUTS`).
+
+Any class count (``Emitter.nc``) and any square input side that is a multiple of 32 (``Emitter.size``).
 """
 
 from __future__ import annotations
@@ -34,12 +36,17 @@ BN_EPS = 1e-3  # ultralytics' BatchNorm2d eps
 # Scale n of yolov8.yaml.
 DEPTH, WIDTH, MAX_CHANNELS = 0.33, 0.25, 1024
 
-Layout = Literal["split", "zoo"]
+Layout = Literal["split", "zoo", "standard"]
 # split: DFL decoded in the graph → "boxes" [1,4,8400] (cx, cy, w, h in input pixels) and "scores"
 #        [1,80,8400] (sigmoid) as two outputs, so INT8 quantization gives each its own scale.
 # zoo:   rknn_model_zoo layout, 3 outputs per stride 8/16/32: DFL logits [1,64,H,W], class
 #        probabilities [1,80,H,W], clipped class-probability sum [1,1,H,W].
-LAYOUTS: tuple[Layout, ...] = ("split", "zoo")
+# standard: what `yolo export format=onnx` gives: one output "output0" [1,4+nc,A], boxes (cx, cy, w, h
+#        pixels) then class probabilities, made the way ultralytics' Detect head makes it (per-level
+#        Concat of box and class maps, Reshape, Concat, Split, DFL, dist2bbox, Sigmoid, Concat), so
+#        the converter's graph rewrite is tested on the same structure.
+LAYOUTS: tuple[Layout, ...] = ("split", "zoo", "standard")
+STANDARD_OUTPUT = "output0"
 # Names of the float decode tail of the split layout; INT8 quantization leaves these in float.
 DECODE_PREFIX = "decode/"
 
@@ -80,6 +87,8 @@ class Emitter:
     # γ and β of every Conv+BN block in calib mode (final mode takes them from ``stats``).
     bn_gamma: float = 1.0
     bn_beta: float = 0.0
+    nc: int = NUM_CLASSES  # classes
+    size: int = INPUT_SIZE  # input side in pixels (a multiple of 32)
 
     # -- primitives -------------------------------------------------------------------------------
     def const(self, name: str, value: np.ndarray) -> str:
@@ -250,8 +259,9 @@ def anchors(size: int = INPUT_SIZE) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(points, 1).astype(np.float32), np.concatenate(strides).astype(np.float32)
 
 
-def emit_split_outputs(e: Emitter, heads: list[tuple[str, str]], nc: int = NUM_CLASSES) -> None:
+def emit_split_outputs(e: Emitter, heads: list[tuple[str, str]], nc: int | None = None) -> None:
     """DFL decode inside the graph → boxes [1,4,A] (cx, cy, w, h pixels) and scores [1,nc,A]."""
+    nc = nc or e.nc
     p = DECODE_PREFIX
     flat_b = [
         e.node("Reshape", [b, e.const(f"{p}shape_b{i}", np.array([1, 4 * REG_MAX, -1]))], f"{p}flat_b{i}")[0]
@@ -274,7 +284,7 @@ def emit_split_outputs(e: Emitter, heads: list[tuple[str, str]], nc: int = NUM_C
         return e.node("Slice", [dist, *args, e.const(f"{p}{tag}_axis", np.array([1]))], f"{p}{tag}")[0]
 
     lt, rb = sl(0, 2, "lt"), sl(2, 4, "rb")
-    points, strides = anchors()
+    points, strides = anchors(e.size)
     pts = e.const(f"{p}anchors", points[None])
     x1y1 = e.node("Sub", [pts, lt], f"{p}x1y1")[0]
     x2y2 = e.node("Add", [pts, rb], f"{p}x2y2")[0]
@@ -290,12 +300,13 @@ def emit_split_outputs(e: Emitter, heads: list[tuple[str, str]], nc: int = NUM_C
     e.output("scores", [1, nc, total])
 
 
-def emit_zoo_outputs(e: Emitter, heads: list[tuple[str, str]], nc: int = NUM_CLASSES) -> None:
+def emit_zoo_outputs(e: Emitter, heads: list[tuple[str, str]], nc: int | None = None) -> None:
     """Per stride: DFL logits, class probabilities, clipped probability sum (rknn_model_zoo order)."""
+    nc = nc or e.nc
     lo, hi = (e.const(f"zoo.clip_{v}", np.array(v, dtype=np.float32)) for v in (0, 1))
     sum_axes = e.const("zoo.sum_axes", np.array([1]))
     for (b, k), s in zip(heads, STRIDES, strict=True):
-        hw = INPUT_SIZE // s
+        hw = e.size // s
         box = e.node("Identity", [b], f"dfl_s{s}")[0]
         prob = e.node("Sigmoid", [k], f"cls_s{s}")[0]
         total = e.node("ReduceSum", [prob, sum_axes], f"zoo.sum_raw_s{s}", keepdims=1)[0]
@@ -305,8 +316,55 @@ def emit_zoo_outputs(e: Emitter, heads: list[tuple[str, str]], nc: int = NUM_CLA
         e.output(f"sum_s{s}", [1, 1, hw, hw])
 
 
+def emit_standard_outputs(e: Emitter, heads: list[tuple[str, str]]) -> None:
+    """ultralytics' Detect head as its ONNX export has it: one output [1, 4+nc, A]."""
+    nc, p = e.nc, "model.22/"
+    cat = [e.node("Concat", [b, k], f"{p}Concat_{i}", axis=1)[0] for i, (b, k) in enumerate(heads)]
+    flat = [
+        e.node(
+            "Reshape", [x, e.const(f"{p}shape_{i}", np.array([1, 4 * REG_MAX + nc, -1]))], f"{p}Reshape_{i}"
+        )[0]
+        for i, x in enumerate(cat)
+    ]
+    x_cat = e.node("Concat", flat, f"{p}Concat_cat", axis=2)[0]
+    sizes = e.const(f"{p}split_sizes", np.array([4 * REG_MAX, nc]))
+    box, cls = e.node("Split", [x_cat, sizes], f"{p}Split", n_out=2, axis=1)
+    box = e.node(
+        "Reshape", [box, e.const(f"{p}dfl/shape", np.array([1, 4, REG_MAX, -1]))], f"{p}dfl/Reshape"
+    )[0]
+    box = e.node("Transpose", [box], f"{p}dfl/Transpose", perm=[0, 2, 1, 3])[0]
+    box = e.node("Softmax", [box], f"{p}dfl/Softmax", axis=1)[0]
+    bins = np.arange(REG_MAX, dtype=np.float32).reshape(1, REG_MAX, 1, 1)
+    dist = e.node("Conv", [box, e.const(f"{p}dfl/conv.weight", bins)], f"{p}dfl/conv/Conv")[0]
+    dist = e.node("Reshape", [dist, e.const(f"{p}dfl/shape_out", np.array([1, 4, -1]))], f"{p}dfl/Reshape_1")[
+        0
+    ]
+    lt, rb = e.node(
+        "Split", [dist, e.const(f"{p}ltrb_sizes", np.array([2, 2]))], f"{p}Split_1", n_out=2, axis=1
+    )
+    points, strides = anchors(e.size)
+    pts = e.const(f"{p}anchors", points[None])
+    x1y1 = e.node("Sub", [pts, lt], f"{p}Sub")[0]
+    x2y2 = e.node("Add", [pts, rb], f"{p}Add")[0]
+    half = e.const(f"{p}half", np.array(0.5, dtype=np.float32))
+    centre = e.node("Mul", [e.node("Add", [x1y1, x2y2], f"{p}Add_1")[0], half], f"{p}Div")[0]
+    wh = e.node("Sub", [x2y2, x1y1], f"{p}Sub_1")[0]
+    xywh = e.node("Concat", [centre, wh], f"{p}Concat_xywh", axis=1)[0]
+    dbox = e.node("Mul", [xywh, e.const(f"{p}strides", strides[None, None])], f"{p}Mul")[0]
+    prob = e.node("Sigmoid", [cls], f"{p}Sigmoid")[0]
+    e.node("Concat", [dbox, prob], STANDARD_OUTPUT, axis=1)
+    e.output(STANDARD_OUTPUT, [1, 4 + nc, int(points.shape[1])])
+
+
+OUTPUT_LAYOUTS: dict[str, Callable[[Emitter, list[tuple[str, str]]], None]] = {
+    "split": emit_split_outputs,
+    "zoo": emit_zoo_outputs,
+    "standard": emit_standard_outputs,
+}
+
+
 def make_model(e: Emitter, batch: int | None, doc: str = "") -> onnx.ModelProto:
-    inp = helper.make_tensor_value_info(INPUT_NAME, TensorProto.FLOAT, [batch, 3, INPUT_SIZE, INPUT_SIZE])
+    inp = helper.make_tensor_value_info(INPUT_NAME, TensorProto.FLOAT, [batch, 3, e.size, e.size])
     graph = helper.make_graph(e.nodes, "yolov8n", [inp], e.outputs, e.inits)
     model = helper.make_model(
         graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="npudure", doc_string=doc
@@ -318,6 +376,6 @@ def make_model(e: Emitter, batch: int | None, doc: str = "") -> onnx.ModelProto:
 def emit(e: Emitter, outputs: Callable[[Emitter, list[tuple[str, str]]], None] | None) -> None:
     """Emit the whole network into ``e``; ``outputs`` adds the output layout (None in calib mode)."""
     e.chans[INPUT_NAME] = 3
-    heads = detect_branches(e, backbone_and_neck(e, INPUT_NAME))
+    heads = detect_branches(e, backbone_and_neck(e, INPUT_NAME), e.nc)
     if outputs is not None:
         outputs(e, heads)

@@ -12,6 +12,7 @@ class Encoding(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ENCODING_UNSPECIFIED: _ClassVar[Encoding]
     ENCODING_RAW_RGB: _ClassVar[Encoding]
     ENCODING_JPEG: _ClassVar[Encoding]
+    ENCODING_PNG: _ClassVar[Encoding]
 
 class Fault(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -29,6 +30,7 @@ class BoardState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
 ENCODING_UNSPECIFIED: Encoding
 ENCODING_RAW_RGB: Encoding
 ENCODING_JPEG: Encoding
+ENCODING_PNG: Encoding
 FAULT_NONE: Fault
 FAULT_HANG: Fault
 BOARD_STATE_UNSPECIFIED: BoardState
@@ -49,20 +51,22 @@ class InferRequest(_message.Message):
     def __init__(self, request_id: _Optional[str] = ..., encoding: _Optional[_Union[Encoding, str]] = ..., frame: _Optional[bytes] = ...) -> None: ...
 
 class Detection(_message.Message):
-    __slots__ = ("class_id", "score", "x1", "y1", "x2", "y2")
+    __slots__ = ("class_id", "score", "x1", "y1", "x2", "y2", "label")
     CLASS_ID_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
     X1_FIELD_NUMBER: _ClassVar[int]
     Y1_FIELD_NUMBER: _ClassVar[int]
     X2_FIELD_NUMBER: _ClassVar[int]
     Y2_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
     class_id: int
     score: float
     x1: float
     y1: float
     x2: float
     y2: float
-    def __init__(self, class_id: _Optional[int] = ..., score: _Optional[float] = ..., x1: _Optional[float] = ..., y1: _Optional[float] = ..., x2: _Optional[float] = ..., y2: _Optional[float] = ...) -> None: ...
+    label: str
+    def __init__(self, class_id: _Optional[int] = ..., score: _Optional[float] = ..., x1: _Optional[float] = ..., y1: _Optional[float] = ..., x2: _Optional[float] = ..., y2: _Optional[float] = ..., label: _Optional[str] = ...) -> None: ...
 
 class StageTiming(_message.Message):
     __slots__ = ("scheduler_queue_us", "route_us", "network_to_board_us", "board_queue_us", "decode_us", "preprocess_us", "inference_us", "postprocess_us", "board_total_us", "scheduler_total_us", "npu_input_us", "network_to_client_us", "client_total_us")

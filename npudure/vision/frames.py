@@ -2,6 +2,9 @@
 
 The agent checks a request once at its edge (``check_request``, before it waits for an NPU core) and
 decodes it on a worker (``decode_checked``); backends trust the (640, 640, 3) uint8 array they get.
+For models of any input size and images of any size the agent uses ``check_request_for`` and
+``decode_for_model``: JPEG/PNG letterboxed to the model's input, with the :class:`Letterbox` that maps
+boxes back to the source image's pixels.
 The bench and the model builder make frames here too: seeded synthetic ones and user images fitted
 to the input size.
 """
@@ -9,6 +12,7 @@ to the input size.
 from __future__ import annotations
 
 import io
+from dataclasses import dataclass
 
 import grpc
 import numpy as np
@@ -84,6 +88,96 @@ def decode_checked(encoding: int, frame: bytes) -> np.ndarray:
         raise FrameError(f"frame is not a valid JPEG (corrupt or truncated): {exc}") from None
 
 
+# ---------------------------------------------------------------------- images of any size
+# JPEG/PNG of any size up to these bounds are letterboxed on the board to the model's input. 8192 px a
+# side covers 8K cameras; 40 MP bounds the decoded RGB buffer at 120 MB per request.
+MAX_IMAGE_SIDE = 8192
+MAX_IMAGE_PIXELS = 40_000_000
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+_FORMATS = {pb.ENCODING_JPEG: "JPEG", pb.ENCODING_PNG: "PNG"}
+
+
+def frame_bytes(size: int) -> int:
+    return size * size * 3
+
+
+def check_request_for(encoding: int, frame: bytes, size: int = INPUT_SIZE) -> None:
+    """:func:`check_request` for a model of input side ``size``, with PNG too: raw frames must be
+    exactly size x size x 3; JPEG and PNG may be any size (bounded when decoded)."""
+    if encoding == pb.ENCODING_RAW_RGB:
+        if len(frame) != frame_bytes(size):
+            raise FrameError(
+                f"raw frame has {len(frame)} bytes; ENCODING_RAW_RGB needs exactly {frame_bytes(size)} "
+                f"({size}x{size}x3 uint8 RGB, the model's input). Resize to {size}x{size}, or send JPEG/PNG "
+                "of any size (the board letterboxes it)"
+            )
+    elif encoding == pb.ENCODING_PNG:
+        if not frame:
+            raise FrameError("empty frame: ENCODING_PNG needs the bytes of a PNG file")
+        if frame[:8] != PNG_MAGIC:
+            raise FrameError("frame is not a PNG (it does not start with the PNG signature 89 50 4E 47)")
+    elif encoding == pb.ENCODING_JPEG:
+        check_request(encoding, frame)
+    else:
+        name = pb.Encoding.Name(encoding) if encoding in pb.Encoding.values() else str(encoding)
+        raise FrameError(
+            f"encoding {name} is not supported; set ENCODING_RAW_RGB, ENCODING_JPEG or ENCODING_PNG"
+        )
+
+
+def _too_big(w: int, h: int) -> bool:
+    return w > MAX_IMAGE_SIDE or h > MAX_IMAGE_SIDE or w * h > MAX_IMAGE_PIXELS
+
+
+def decode_for_model(encoding: int, frame: bytes, size: int = INPUT_SIZE) -> tuple[np.ndarray, Letterbox]:
+    """A checked request → the model's size x size x 3 uint8 input and where the image sits in it.
+
+    Raw frames are the fast path (no copy, identity geometry). JPEG/PNG of any size up to
+    ``MAX_IMAGE_SIDE`` a side and ``MAX_IMAGE_PIXELS`` are letterboxed; the size is read from the
+    header before any pixel is decoded, and a big JPEG is decoded straight at a reduced scale (libjpeg's
+    DCT scaling, ``draft``) when that still covers the letterboxed size."""
+    if encoding == pb.ENCODING_RAW_RGB:
+        return np.frombuffer(frame, dtype=np.uint8).reshape(size, size, 3), letterbox_geometry(
+            size, size, size
+        )
+    from PIL import Image
+
+    kind = _FORMATS.get(encoding, "JPEG")
+    if kind == "JPEG":
+        try:  # the decoder's work bounded before any pixel is decoded (scans, marker segments)
+            decode_budget.count_scans(frame)
+        except decode_budget.BudgetError as exc:
+            raise FrameError(str(exc)) from None
+    try:
+        with Image.open(io.BytesIO(frame), formats=[kind]) as image:
+            w, h = image.size
+            if _too_big(w, h):
+                raise FrameError(
+                    f"{kind} is {w}x{h}; the board takes images up to {MAX_IMAGE_SIDE} px a side and "
+                    f"{MAX_IMAGE_PIXELS // 1_000_000} megapixels: scale it down before sending"
+                )
+            box = letterbox_geometry(w, h, size)
+            if kind == "JPEG" and not box.identity:
+                image.draft("RGB", (box.new_w, box.new_h))
+            rgb = image.convert("RGB")
+            if box.identity:
+                return np.asarray(rgb), box
+            canvas = Image.new("RGB", (size, size), (LETTERBOX_FILL,) * 3)
+            canvas.paste(
+                rgb.resize((box.new_w, box.new_h), Image.Resampling.BILINEAR), (box.pad_x, box.pad_y)
+            )
+            return np.asarray(canvas, dtype=np.uint8), box
+    except FrameError:
+        raise
+    except Image.DecompressionBombError:
+        raise FrameError(
+            f"{kind} header claims an image far larger than {MAX_IMAGE_SIDE}x{MAX_IMAGE_SIDE}: "
+            "scale it down before sending"
+        ) from None
+    except Exception as exc:  # any decoder failure is the request's fault, never the board's
+        raise FrameError(f"frame is not a valid {kind} (corrupt or truncated): {exc}") from None
+
+
 def encode_jpeg(image: np.ndarray, quality: int = 90) -> bytes:
     from PIL import Image
 
@@ -109,22 +203,64 @@ def fit(image: object) -> np.ndarray:
 LETTERBOX_FILL = 114  # the grey YOLOv8 pads with in training and in Ultralytics' own inference
 
 
-def letterbox(image: object) -> np.ndarray:
-    """Fit a PIL image into the input square keeping its aspect ratio, centred on grey padding, RGB
-    uint8: what YOLOv8 saw in training, so calibration and inference frames should look the same."""
+@dataclass(frozen=True, slots=True)
+class Letterbox:
+    """Where a source image sits in the model's input square: scaled by ``scale`` and pasted at
+    (``pad_x``, ``pad_y``); :meth:`to_source` maps input-pixel boxes back to the source's pixels."""
+
+    source_w: int
+    source_h: int
+    size: int  # the model's input side
+    scale: float
+    pad_x: int
+    pad_y: int
+    new_w: int
+    new_h: int
+
+    @property
+    def identity(self) -> bool:
+        return self.source_w == self.source_h == self.size
+
+    def to_source(self, boxes: np.ndarray) -> np.ndarray:
+        """(N, >=4) rows whose first four columns are x1, y1, x2, y2 in input pixels → a copy with them
+        in source pixels, clipped to the source image (the other columns are kept)."""
+        out = np.array(boxes, dtype=np.float32, copy=True)
+        if self.identity or not len(out):
+            return out
+        sx, sy = self.new_w / self.source_w, self.new_h / self.source_h  # per axis: rounding of new_w/h
+        out[:, [0, 2]] = np.clip((out[:, [0, 2]] - self.pad_x) / sx, 0, self.source_w)
+        out[:, [1, 3]] = np.clip((out[:, [1, 3]] - self.pad_y) / sy, 0, self.source_h)
+        return out
+
+
+def letterbox_geometry(width: int, height: int, size: int = INPUT_SIZE) -> Letterbox:
+    """The letterbox of a ``width`` x ``height`` image into a ``size`` square (ultralytics' rule:
+    scale the longer side to ``size``, centre, pad with grey)."""
+    if width < 1 or height < 1:
+        raise ValueError(f"an image of {width}x{height} pixels has nothing to letterbox")
+    scale = size / max(width, height)
+    new_w, new_h = max(1, min(size, round(width * scale))), max(1, min(size, round(height * scale)))
+    return Letterbox(width, height, size, scale, (size - new_w) // 2, (size - new_h) // 2, new_w, new_h)
+
+
+def letterbox_with(image: object, size: int = INPUT_SIZE) -> tuple[np.ndarray, Letterbox]:
+    """:func:`letterbox`, with the geometry to map boxes back (no copy when the image is already size²)."""
     from PIL import Image
 
     assert isinstance(image, Image.Image)
-    rgb = image.convert("RGB")
-    w, h = rgb.size
-    scale = INPUT_SIZE / max(w, h)
-    new_w, new_h = max(1, round(w * scale)), max(1, round(h * scale))
-    canvas = Image.new("RGB", (INPUT_SIZE, INPUT_SIZE), (LETTERBOX_FILL,) * 3)
-    canvas.paste(
-        rgb.resize((new_w, new_h), Image.Resampling.BILINEAR),
-        ((INPUT_SIZE - new_w) // 2, (INPUT_SIZE - new_h) // 2),
-    )
-    return np.asarray(canvas, dtype=np.uint8)
+    rgb = image if image.mode == "RGB" else image.convert("RGB")
+    box = letterbox_geometry(*rgb.size, size)
+    if box.identity:
+        return np.asarray(rgb, dtype=np.uint8), box
+    canvas = Image.new("RGB", (size, size), (LETTERBOX_FILL,) * 3)
+    canvas.paste(rgb.resize((box.new_w, box.new_h), Image.Resampling.BILINEAR), (box.pad_x, box.pad_y))
+    return np.asarray(canvas, dtype=np.uint8), box
+
+
+def letterbox(image: object, size: int = INPUT_SIZE) -> np.ndarray:
+    """Fit a PIL image into the input square keeping its aspect ratio, centred on grey padding, RGB
+    uint8: what YOLOv8 saw in training, so calibration and inference frames should look the same."""
+    return letterbox_with(image, size)[0]
 
 
 # Seeded synthetic camera-like frames: the same seed gives the same frame on every machine. Used to

@@ -11,6 +11,9 @@ Two output layouts are understood, told apart by their shapes (:func:`detect_lay
   (cx, cy, w, h) in input pixels, already DFL-decoded, and class probabilities [1, C, A]. The
   ultralytics single-output export [1, 4 + C, A] is read the same way (layout ``concat``).
 
+Any class count C ≥ 1 and any square input size (a multiple of 32; the zoo's strides are input / H)
+are read: pass ``input_size`` (the model's, never assumed: the backends read it from the model).
+
 Result: (N, 6) float32 rows ``x1, y1, x2, y2, score, class_id`` in input pixels, clipped to the
 image, score = best class probability, sorted by score (highest first), at most ``max_detections``.
 """
@@ -217,17 +220,21 @@ def postprocess(
     if len(scores) > MAX_NMS_CANDIDATES:
         top = np.argpartition(-scores, MAX_NMS_CANDIDATES)[:MAX_NMS_CANDIDATES]
         boxes, scores, classes = boxes[top], scores[top], classes[top]
-    boxes = np.clip(boxes, 0, input_size)
+    # NMS on the boxes as decoded, clipped afterwards (as ultralytics does: clipping first changes the
+    # overlap of boxes that reach past the image, and with it which of them survive).
     keep = nms(boxes, scores, classes, iou_threshold, max_detections)
     result = np.empty((len(keep), 6), dtype=np.float32)
-    result[:, :4] = boxes[keep]
+    result[:, :4] = np.clip(boxes[keep], 0, input_size)
     result[:, 4] = scores[keep]
     result[:, 5] = classes[keep]
     return result
 
 
 def postprocess_with(
-    outputs: Sequence[np.ndarray], config: PostprocessConfig, layout: Layout | None = None
+    outputs: Sequence[np.ndarray],
+    config: PostprocessConfig,
+    layout: Layout | None = None,
+    input_size: int = INPUT_SIZE,
 ) -> np.ndarray:
     """:func:`postprocess` with the thresholds of an agent's ``postprocess:`` config section."""
     return postprocess(
@@ -236,4 +243,18 @@ def postprocess_with(
         iou_threshold=config.iou_threshold,
         max_detections=config.max_detections,
         layout=layout,
+        input_size=input_size,
     )
+
+
+def num_classes(shapes: Sequence[Sequence[int]]) -> int:
+    """The class count the outputs with these shapes carry (any layout :func:`detect_layout` reads)."""
+    shapes = [tuple(int(d) for d in s) for s in shapes]
+    layout = detect_layout(shapes)
+    if layout == "concat":
+        return shapes[0][1] - 4
+    if layout == "split":
+        (_, c0, _), (_, c1, _) = shapes
+        return c1 if c0 == 4 else c0
+    _, nhwc = _zoo_groups(shapes) or (3, False)
+    return shapes[1][3 if nhwc else 1]

@@ -338,3 +338,33 @@ def test_wheelhouse_check_mode_builds_nothing(tmp_path: Path) -> None:
     assert done.returncode == 0 and result["changed"] is True
     assert result["actions"] == ["build npudure wheel", "download dependencies"]
     assert not any(cache.rglob("*.whl"))
+
+
+def test_agent_config_carries_the_converted_models_names_and_size(tmp_path: Path) -> None:
+    """The converter's .rknn.json (read by the rknn_runtime role) puts class names and input size into
+    the agent's config, where the rknn backend takes them (the .rknn itself holds neither)."""
+    import base64
+
+    record = {"names": ["forklift", "pallet"], "input_size": 320, "num_classes": 2}
+    out = _render(
+        tmp_path,
+        "npudure_agent",
+        "boards",
+        ["agent.yml.j2"],
+        {
+            "npudure_backend": "rknn",
+            "__npudure_rknn_runtime_model_record": {
+                "content": base64.b64encode(json.dumps(record).encode()).decode()
+            },
+        },
+    )
+    agent = config.parse(config.AgentConfig, yaml.safe_load((out / "board1-agent.yml").read_text()), "board1")
+    assert agent.class_names == ["forklift", "pallet"] and agent.input_size == 320
+    (tmp_path / "plain").mkdir()
+    plain = _render(
+        tmp_path / "plain", "npudure_agent", "boards", ["agent.yml.j2"], {"npudure_backend": "sim"}
+    )
+    agent = config.parse(
+        config.AgentConfig, yaml.safe_load((plain / "board1-agent.yml").read_text()), "board1"
+    )
+    assert agent.class_names is None and agent.input_size is None

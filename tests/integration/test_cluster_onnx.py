@@ -11,6 +11,7 @@ from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.vision import frames
 from npudure.vision.frames import synthetic_frame
+from npudure.vision.labels import COCO80
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +43,7 @@ def test_onnx_backend_returns_detections_end_to_end(onnx_cluster: LocalCluster, 
     for det in reply.detections:
         assert 0 <= det.x1 < det.x2 <= 640 and 0 <= det.y1 < det.y2 <= 640
         assert 0.25 <= det.score <= 1.0 and 0 <= det.class_id < 80
+        assert det.label == COCO80[det.class_id]  # npudure's own model is COCO-shaped
     t = reply.timing
     assert t.inference_us > 0 and t.preprocess_us > 0 and t.postprocess_us > 0
 

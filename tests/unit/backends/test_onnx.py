@@ -102,13 +102,19 @@ def test_a_model_of_the_wrong_kind_is_refused(tmp_path) -> None:
     import onnx
     from onnx import TensorProto, helper
 
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 320, 320])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 320, 320])
-    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g", [x], [y])
-    path = tmp_path / "identity.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
-    with pytest.raises(BackendError, match=r"\[1,3,640,640\]"):
-        OnnxBackend(_config(str(path)))
+    def identity(shape: list[int]) -> str:
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)
+        graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g", [x], [y])
+        path = tmp_path / f"identity-{shape[2]}x{shape[3]}.onnx"
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+        return str(path)
+
+    # Any square side that is a multiple of 32 is taken; the outputs are not YOLOv8's.
+    with pytest.raises(BackendError, match="cannot read YOLOv8 outputs"):
+        OnnxBackend(_config(identity([1, 3, 320, 320])))
+    with pytest.raises(BackendError, match=r"\[1,3,S,S\] image with a fixed side"):
+        OnnxBackend(_config(identity([1, 3, 320, 480])))
 
 
 def test_without_onnxruntime_says_how_to_install(monkeypatch, model) -> None:

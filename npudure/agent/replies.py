@@ -1,0 +1,49 @@
+"""A request's frame on its way through the board, and its detections on the way back: decoded and
+letterboxed to the model's input, then boxes mapped back to the sent image's pixels and named."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from npudure.proto import inference_pb2 as pb
+from npudure.vision import frames
+from npudure.vision.labels import label
+
+
+class FrameJob:
+    """Decodes one request for a model of input side ``size`` (on a worker, via :meth:`decode`) and
+    remembers where the image sat in the input, so :meth:`detections` answers in source pixels."""
+
+    def __init__(self, encoding: int, frame: bytes, size: int) -> None:
+        self.encoding, self.frame, self.size = encoding, frame, size
+        self.geometry: frames.Letterbox | None = None
+
+    def check(self) -> None:
+        """The cheap checks, at the agent's edge (before the frame waits for an NPU core)."""
+        frames.check_request_for(self.encoding, self.frame, self.size)
+
+    def decode(self) -> np.ndarray:
+        image, self.geometry = frames.decode_for_model(self.encoding, self.frame, self.size)
+        return image
+
+    def detections(self, detections: np.ndarray, names: Sequence[str]) -> list[pb.Detection]:
+        rows = self.geometry.to_source(detections) if self.geometry is not None else detections
+        return detections_proto(rows, names)
+
+
+def detections_proto(detections: np.ndarray, names: Sequence[str]) -> list[pb.Detection]:
+    """(N, 6) rows ``x1, y1, x2, y2, score, class_id`` → Detection messages with their labels."""
+    return [
+        pb.Detection(
+            class_id=int(d[5]),
+            label=label(names, int(d[5])),
+            score=float(d[4]),
+            x1=d[0],
+            y1=d[1],
+            x2=d[2],
+            y2=d[3],
+        )
+        for d in detections.tolist()
+    ]
