@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry, Info, ProcessCollector
 
 from npudure import __version__
 from npudure.config import TlsConfig
+from npudure.security.metrics import CertificateExpiry
 
 # One sample per counter/histogram, not two: the *_created series double the scrape for nothing here.
 prometheus_client.disable_created_metrics()
@@ -44,6 +45,8 @@ def serve(
     if address is None:
         return None
     host, bind_port = address
+    if tls is not None:  # npudure_tls_certificate_expiry_timestamp_seconds
+        registry.register(CertificateExpiry(tls))
     if tls is None:
         server, _ = prometheus_client.start_http_server(bind_port, addr=host, registry=registry)
     else:
