@@ -9,11 +9,14 @@ board an operator drained first raises none. A board whose (fake) sysfs reads 83
 
 from __future__ import annotations
 
+import subprocess
 import time
+import urllib.request
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import promtool
 from fake_board_sysfs import FakeBoardSysfs
 from prometheus_server import Prometheus, copy_rules, render_config
 
@@ -98,6 +101,24 @@ def test_board_down_fires_and_resolves_and_a_drained_board_stays_quiet(tmp_path:
             ("npudure_scheduler", None),
             ("prometheus", None),
         }
+
+        # What they export passes promtool's linter, board telemetry included.
+        texts = {}
+        for name, port in (*agent_ports.items(), ("scheduler", scheduler_port)):
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
+                texts[name] = reply.read().decode()
+            linted = subprocess.run(
+                [promtool.require(), "check", "metrics"],
+                input=texts[name],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+            assert linted.returncode == 0, f"{name}: {linted.stdout}{linted.stderr}"
+        assert (
+            'npudure_board_thermal_trip_celsius{trip="0",type="passive",zone="soc-thermal"} 85.0'
+            in texts["board1"]
+        )
 
         # board3: drained by an operator, then stopped — maintenance, no alert.
         drain(cluster.address, "board3")
