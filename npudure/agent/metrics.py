@@ -8,6 +8,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
+from npudure.backends.base import Backend
+from npudure.backends.sim import CAP_LADDER
 from npudure.board.exporter import BoardCollector
 from npudure.config import TlsConfig
 from npudure.security.access import AdminGuard
@@ -36,15 +38,22 @@ class _EmulationCollector(Collector):
         )
 
 
+def emulated_cpu_mhz(backend: Backend) -> Callable[[], float | None]:
+    """The CPU clock an emulated board models: its cap, else the top of the sim's cap ladder."""
+    return lambda: float(backend.cpu_cap_mhz or CAP_LADDER[-1][0])
+
+
 class AgentMetrics:
     def __init__(
         self,
         emulation_totals: Callable[[], tuple[float, float] | None] | None = None,
         sysfs_root: str | None = None,
+        backend: Backend | None = None,
     ) -> None:
         self.registry = CollectorRegistry()
         if sysfs_root is not None:  # npudure_board_*: temperatures, trip points, clocks (docs/metrics.md)
-            self.registry.register(BoardCollector(sysfs_root))
+            modelled = emulated_cpu_mhz(backend) if backend is not None and backend.emulated else None
+            self.registry.register(BoardCollector(sysfs_root, modelled))
         if emulation_totals is not None:
             # Lag over a scrape window: rate(actual) / rate(model) - 1.
             self.registry.register(_EmulationCollector(emulation_totals))

@@ -68,7 +68,7 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
     ) -> None:
         self.config = config
         self.backend = backend
-        self.metrics = AgentMetrics(backend.emulation_totals, config.affinity.sysfs_root)
+        self.metrics = AgentMetrics(backend.emulation_totals, config.affinity.sysfs_root, backend)
         self.health = health.aio.HealthServicer()
         self.admin = security.AdminGuard(config.admin, config.tls)
         self.metrics.watch_admin(self.admin)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from prometheus_client.core import GaugeMetricFamily
@@ -59,10 +59,19 @@ def _trip_numbers(zone: Path) -> list[int]:
 
 
 class BoardCollector(Collector):
-    """``npudure_board_*``: temperatures, trip points, CPU and NPU clocks, NPU load."""
+    """``npudure_board_*``: temperatures, trip points, CPU and NPU clocks, NPU load.
 
-    def __init__(self, sysfs_root: str | os.PathLike[str] = "/sys") -> None:
+    ``emulated_cpu_mhz``: an emulated board's modelled CPU clock (the sim's cap, or its top clock
+    uncapped), exported as ``policy="emulated"`` beside whatever the sysfs tree holds.
+    """
+
+    def __init__(
+        self,
+        sysfs_root: str | os.PathLike[str] = "/sys",
+        emulated_cpu_mhz: Callable[[], float | None] | None = None,
+    ) -> None:
         self.sysfs_root = sysfs_root
+        self.emulated_cpu_mhz = emulated_cpu_mhz
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         root = self.sysfs_root
@@ -108,6 +117,9 @@ class BoardCollector(Collector):
                 khz = _number(folder / file)
                 if khz is not None:
                     family.add_metric([reading.name], khz * 1e3)
+        modelled = self.emulated_cpu_mhz() if self.emulated_cpu_mhz else None
+        if modelled is not None:
+            current.add_metric(["emulated", ""], modelled * MHZ)
         yield current
         yield ceiling
         yield hardware

@@ -5,7 +5,10 @@ from __future__ import annotations
 from fake_board_sysfs import FakeBoardSysfs
 from prometheus_client import CollectorRegistry, generate_latest
 
+from npudure.agent.metrics import AgentMetrics
+from npudure.backends.sim import SimBackend
 from npudure.board.exporter import BoardCollector
+from npudure.config import SimConfig
 
 
 def scrape(root) -> str:
@@ -42,3 +45,20 @@ def test_a_missing_or_garbled_sensor_yields_no_sample(tmp_path) -> None:
 def test_a_machine_without_sensors_exports_only_empty_families(tmp_path) -> None:
     text = scrape(tmp_path / "nothing")
     assert [line for line in text.splitlines() if not line.startswith("#")] == []
+
+
+def test_an_emulated_board_exports_its_modelled_clock_beside_sysfs(tmp_path) -> None:
+    FakeBoardSysfs(tmp_path)
+    registry = CollectorRegistry()
+    registry.register(BoardCollector(tmp_path, lambda: 1200.0))
+    text = generate_latest(registry).decode()
+    assert 'npudure_board_cpu_frequency_hertz{cpus="",policy="emulated"} 1.2e+09' in text
+    assert 'npudure_board_cpu_frequency_hertz{cpus="4-7",policy="policy4"} 2.256e+09' in text
+
+
+def test_the_sim_agent_models_its_cap_or_the_top_clock() -> None:
+    backend = SimBackend(2, SimConfig())
+    metrics = AgentMetrics(backend.emulation_totals, "/nonexistent", backend)
+    assert 'policy="emulated"} 2.208e+09' in generate_latest(metrics.registry).decode()
+    backend.set_cpu_cap(816)
+    assert 'policy="emulated"} 8.16e+08' in generate_latest(metrics.registry).decode()
