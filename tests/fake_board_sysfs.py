@@ -10,7 +10,8 @@ from pathlib import Path
 
 
 class FakeBoardSysfs:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, cpufreq: bool = True) -> None:
+        """``cpufreq=False``: no cpufreq policies (like the lab's boards, whose clock is emulated)."""
         self.root = root
         zone = root / "class" / "thermal" / "thermal_zone0"
         zone.mkdir(parents=True, exist_ok=True)
@@ -22,7 +23,7 @@ class FakeBoardSysfs:
         npu = root / "class" / "devfreq" / "fdab0000.npu"
         npu.mkdir(parents=True, exist_ok=True)
         self.set_temperature(45.0)
-        for policy, cpus in (("policy0", "0 1 2 3"), ("policy4", "4 5 6 7")):
+        for policy, cpus in (("policy0", "0 1 2 3"), ("policy4", "4 5 6 7")) if cpufreq else ():
             folder = root / "devices" / "system" / "cpu" / "cpufreq" / policy
             folder.mkdir(parents=True, exist_ok=True)
             (folder / "related_cpus").write_text(cpus + "\n")
@@ -35,7 +36,7 @@ class FakeBoardSysfs:
 
     def set_cpu_mhz(self, mhz: int) -> None:
         """Clock and ceiling of every cluster (a cap or thermal throttling lowers both)."""
-        for folder in (self.root / "devices" / "system" / "cpu" / "cpufreq").iterdir():
+        for folder in sorted((self.root / "devices" / "system" / "cpu" / "cpufreq").glob("policy*")):
             (folder / "scaling_cur_freq").write_text(f"{mhz * 1000}\n")
             (folder / "scaling_max_freq").write_text(f"{mhz * 1000}\n")
 

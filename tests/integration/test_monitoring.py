@@ -9,15 +9,18 @@ board an operator drained first raises none. A board whose (fake) sysfs reads 83
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import promtool
 from fake_board_sysfs import FakeBoardSysfs
+from loadgen import run_closed_loop
 from prometheus_server import Prometheus, copy_rules, render_config
 
 from npudure.lab.local import LocalCluster, free_port
@@ -52,49 +55,58 @@ def drain(address: str, board: str) -> None:
         rpc.ClusterStub(channel).DrainNode(pb.DrainNodeRequest(node=board, drain=True), timeout=5)
 
 
-def test_board_down_fires_and_resolves_and_a_drained_board_stays_quiet(tmp_path: Path) -> None:
-    sysfs = {name: FakeBoardSysfs(tmp_path / f"sysfs-{name}") for name in BOARDS}
-    agent_ports = {name: free_port() for name in BOARDS}
-    scheduler_port, prometheus_port = free_port(), free_port()
-    rules = copy_rules(
-        tmp_path / "rules", {"NpudureBoardDown": f"{DOWN_FOR_S:.0f}s", "NpudureBoardHot": f"{HOT_FOR_S:.0f}s"}
-    )
-    # Ansible renders the configuration while the cluster starts (both mostly wait on subprocesses).
-    pool = ThreadPoolExecutor(max_workers=1)
-    rendering = pool.submit(
-        render_config,
-        tmp_path,
-        agent_ports,
-        scheduler_port,
-        {
-            "npudure_monitoring_scrape_interval": f"{SCRAPE_S:.0f}s",
-            "npudure_monitoring_scrape_timeout": "900ms",
-            "npudure_monitoring_evaluation_interval": f"{EVAL_S:.0f}s",
-            "npudure_monitoring_rules_dir": str(rules),
-            "npudure_monitoring_port": prometheus_port,
-        },
-    )
-    overrides = {
-        name: {"metrics_port": agent_ports[name], "affinity": {"sysfs_root": str(sysfs[name].root)}}
-        for name in BOARDS
+@dataclass
+class Monitored:
+    cluster: LocalCluster
+    prom: Prometheus
+    sysfs: dict[str, FakeBoardSysfs]
+    ports: dict[str, int]  # metrics port by board, and "scheduler"
+
+
+@contextlib.contextmanager
+def monitored(tmp_path: Path, alert_for: dict[str, str], cpufreq: bool = True) -> Iterator[Monitored]:
+    """Three agents (fake sysfs each) and a scheduler, scraped by a Prometheus the role's template
+    configured, every service up before the test starts."""
+    sysfs = {name: FakeBoardSysfs(tmp_path / f"sysfs-{name}", cpufreq) for name in BOARDS}
+    ports = {name: free_port() for name in (*BOARDS, "scheduler")}
+    prometheus_port = free_port()
+    rules = copy_rules(tmp_path / "rules", alert_for)
+    settings = {
+        "npudure_monitoring_scrape_interval": f"{SCRAPE_S:.0f}s",
+        "npudure_monitoring_scrape_timeout": "900ms",
+        "npudure_monitoring_evaluation_interval": f"{EVAL_S:.0f}s",
+        "npudure_monitoring_rules_dir": str(rules),
+        "npudure_monitoring_port": prometheus_port,
     }
-    with (
-        LocalCluster(
+    agent_ports = {name: ports[name] for name in BOARDS}
+    # Ansible renders the configuration while the cluster starts (both mostly wait on subprocesses).
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        rendering = pool.submit(render_config, tmp_path, agent_ports, ports["scheduler"], settings)
+        overrides = {
+            name: {"metrics_port": ports[name], "affinity": {"sysfs_root": str(sysfs[name].root)}}
+            for name in BOARDS
+        }
+        cluster = LocalCluster(
             boards=3,
             per_board_overrides=overrides,
-            scheduler_overrides={"metrics_port": scheduler_port},
+            scheduler_overrides={"metrics_port": ports["scheduler"]},
             workdir=tmp_path / "cluster",
-        ) as cluster,
-        Prometheus(rendering.result(), tmp_path, port=prometheus_port) as prom,
-    ):
-        pool.shutdown()
+        )
+        with cluster, Prometheus(rendering.result(), tmp_path, port=prometheus_port) as prom:
 
-        # Every service is a target, up, with its board label.
-        def all_up() -> bool:
-            targets = prom.targets()
-            return len(targets) == 5 and all(t["health"] == "up" for t in targets)
+            def all_up() -> bool:
+                targets = prom.targets()
+                return len(targets) == 5 and all(t["health"] == "up" for t in targets)
 
-        wait_for("all five targets up", all_up, 30)
+            wait_for("all five targets up", all_up, 30)
+            yield Monitored(cluster, prom, sysfs, ports)
+
+
+def test_board_down_fires_and_resolves_and_a_drained_board_stays_quiet(tmp_path: Path) -> None:
+    alert_for = {"NpudureBoardDown": f"{DOWN_FOR_S:.0f}s", "NpudureBoardHot": f"{HOT_FOR_S:.0f}s"}
+    with monitored(tmp_path, alert_for) as fleet:
+        cluster, prom, sysfs = fleet.cluster, fleet.prom, fleet.sysfs
+        # Every service is a target, with its board label.
         labels = {(t["labels"]["job"], t["labels"].get("board")) for t in prom.targets()}
         assert labels == {
             *(("npudure_agent", name) for name in BOARDS),
@@ -104,7 +116,7 @@ def test_board_down_fires_and_resolves_and_a_drained_board_stays_quiet(tmp_path:
 
         # What they export passes promtool's linter, board telemetry included.
         texts = {}
-        for name, port in (*agent_ports.items(), ("scheduler", scheduler_port)):
+        for name, port in fleet.ports.items():
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
                 texts[name] = reply.read().decode()
             linted = subprocess.run(
@@ -176,3 +188,47 @@ def test_board_down_fires_and_resolves_and_a_drained_board_stays_quiet(tmp_path:
         )
         sysfs["board2"].set_temperature(50.0)
         wait_for("NpudureBoardHot to resolve", lambda: prom.alerts("NpudureBoardHot") == [], 10)
+
+
+def test_a_board_whose_clock_falls_under_load_raises_clock_divergence(tmp_path: Path) -> None:
+    """Emulated boards (no cpufreq in their sysfs, as on the lab): the scheduler caps board3's CPU at
+    600 MHz while a closed loop keeps every board serving; its modelled clock falls below 85 % of the
+    loaded boards' median and NpudureBoardClockDiverging fires for board3 alone."""
+    with monitored(tmp_path, {"NpudureBoardClockDiverging": "5s"}, cpufreq=False) as fleet:
+        prom = fleet.prom
+        load = ThreadPoolExecutor(max_workers=1)
+        running = load.submit(run_closed_loop, fleet.cluster.address, 6, 45.0)
+        try:
+            wait_for(
+                "three loaded boards in the fleet median",
+                lambda: (
+                    [
+                        r["value"][1]
+                        for r in prom.query('npudure:fleet_clock_boards:count_loaded{clock="cpu"}')
+                    ]
+                    == ["3"]
+                ),
+                20,
+            )
+            with security.channel(fleet.cluster.address) as channel:
+                rpc.ClusterStub(channel).SetNodeCpuCap(
+                    pb.SetNodeCpuCapRequest(node="board3", mhz=600), timeout=5
+                )
+            capped = time.monotonic()
+            wait_for(
+                "NpudureBoardClockDiverging firing for board3",
+                lambda: (
+                    [a["labels"]["board"] for a in prom.alerts("NpudureBoardClockDiverging", "firing")]
+                    == ["board3"]
+                ),
+                35,
+            )
+            alert = prom.alerts("NpudureBoardClockDiverging", "firing")[0]
+            assert alert["labels"]["clock"] == "cpu"
+            print(
+                f"\nNpudureBoardClockDiverging fired {time.monotonic() - capped:.1f}s after the cap (for 5s)"
+            )
+        finally:
+            result = running.result(timeout=90)
+            load.shutdown()
+        assert result.latencies_s, "the load got no answers"
