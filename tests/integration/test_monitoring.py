@@ -10,6 +10,7 @@ board an operator drained first raises none. A board whose (fake) sysfs reads 83
 from __future__ import annotations
 
 import contextlib
+import shutil
 import subprocess
 import time
 import urllib.request
@@ -19,14 +20,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import promtool
+import pytest
 from fake_board_sysfs import FakeBoardSysfs
 from loadgen import run_closed_loop
+from mtls_cluster import as_client, tls_section
 from prometheus_server import Prometheus, copy_rules, render_config
 
 from npudure.lab.local import LocalCluster, free_port
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
+from npudure.security import pki
 
 SCRAPE_S = 1.0
 EVAL_S = 1.0
@@ -232,3 +236,52 @@ def test_a_board_whose_clock_falls_under_load_raises_clock_divergence(tmp_path: 
             result = running.result(timeout=90)
             load.shutdown()
         assert result.latencies_s, "the load got no answers"
+
+
+def test_with_mutual_tls_prometheus_scrapes_with_its_own_fleet_certificate(tmp_path: Path) -> None:
+    """The role's TLS scrape configuration against services that require mutual TLS: Prometheus'
+    certificate from the fleet CA (what npudure_tls gives it) gets every target up over https, the
+    agents checked against the fleet name; and the services report when their certificates expire."""
+    ca = tmp_path / "ca"
+    pki.make_ca(ca)
+    agent = pki.issue(ca, "board", ["127.0.0.1", security.AGENT_FLEET_NAME], tmp_path / "agent")
+    scheduler = pki.issue(ca, "npudure-scheduler", ["127.0.0.1"], tmp_path / "scheduler")
+    admin = pki.issue(ca, "npudure-admin", [], tmp_path / "admin", usage="client")
+    tls_dir = tmp_path / "prometheus-tls"  # the layout npudure_tls makes on the monitoring host
+    pki.issue(ca, "npudure-prometheus", [], tls_dir, key_name="prometheus", usage="client")
+    shutil.copy(agent.ca, tls_dir / "ca.crt")
+    ports = {name: free_port() for name in ("board1", "board2", "scheduler")}
+    prometheus_port = free_port()
+    settings = {
+        "npudure_monitoring_scrape_interval": "1s",
+        "npudure_monitoring_scrape_timeout": "900ms",
+        "npudure_monitoring_tls_enabled": True,
+        "npudure_monitoring_tls_dir": str(tls_dir),
+        "npudure_monitoring_rules_dir": str(copy_rules(tmp_path / "rules", {})),
+        "npudure_monitoring_port": prometheus_port,
+    }
+    boards = ("board1", "board2")
+    config = render_config(tmp_path, {b: ports[b] for b in boards}, ports["scheduler"], settings)
+    with pytest.MonkeyPatch.context() as mp:
+        as_client(mp, admin)  # the cluster's start-up health checks speak mutual TLS too
+        cluster = LocalCluster(
+            boards=2,
+            agent_overrides={"tls": tls_section(agent)},
+            per_board_overrides={b: {"metrics_port": ports[b]} for b in boards},
+            scheduler_overrides={"tls": tls_section(scheduler), "metrics_port": ports["scheduler"]},
+            workdir=tmp_path / "cluster",
+        )
+        with cluster, Prometheus(config, tmp_path, port=prometheus_port) as prom:
+
+            def all_up() -> bool:
+                targets = [t for t in prom.targets() if t["labels"]["job"] != "prometheus"]
+                return len(targets) == 3 and all(t["health"] == "up" for t in targets)
+
+            wait_for("every service scraped over mutual TLS", all_up, 30)
+            services = [t for t in prom.targets() if t["labels"]["job"] != "prometheus"]
+            assert {t["scrapeUrl"].split(":")[0] for t in services} == {"https"}
+            series = 'npudure_tls_certificate_expiry_timestamp_seconds{file="cert", board="board1"}'
+            expiry = prom.query(series)
+            assert [float(r["value"][1]) for r in expiry] == [
+                pki.load_certificate(agent.cert).not_valid_after_utc.timestamp()
+            ]
