@@ -19,10 +19,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import grpc
 import promtool
 import pytest
 from fake_board_sysfs import FakeBoardSysfs
-from loadgen import run_closed_loop
+from loadgen import frame_bytes, run_closed_loop
 from mtls_cluster import as_client, tls_section
 from prometheus_server import Prometheus, copy_rules, render_config
 
@@ -54,6 +55,15 @@ def wait_for(
     raise AssertionError(f"{what} within {timeout_s:.0f}s")
 
 
+def hold(seconds: float, check: Callable[[], None]) -> None:
+    """Run the assertion ``check`` at every poll for ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        check()
+        time.sleep(0.2)
+    check()
+
+
 def drain(address: str, board: str) -> None:
     with security.channel(address) as channel:
         rpc.ClusterStub(channel).DrainNode(pb.DrainNodeRequest(node=board, drain=True), timeout=5)
@@ -68,9 +78,11 @@ class Monitored:
 
 
 @contextlib.contextmanager
-def monitored(tmp_path: Path, alert_for: dict[str, str], cpufreq: bool = True) -> Iterator[Monitored]:
-    """Three agents (fake sysfs each) and a scheduler, scraped by a Prometheus the role's template
-    configured, every service up before the test starts."""
+def monitored(
+    tmp_path: Path, alert_for: dict[str, str], cpufreq: bool = True, agent: dict | None = None
+) -> Iterator[Monitored]:
+    """Three agents (fake sysfs each; ``agent``: more of their config) and a scheduler, scraped by a
+    Prometheus the role's template configured, every service up before the test starts."""
     sysfs = {name: FakeBoardSysfs(tmp_path / f"sysfs-{name}", cpufreq) for name in BOARDS}
     ports = {name: free_port() for name in (*BOARDS, "scheduler")}
     prometheus_port = free_port()
@@ -87,7 +99,11 @@ def monitored(tmp_path: Path, alert_for: dict[str, str], cpufreq: bool = True) -
     with ThreadPoolExecutor(max_workers=1) as pool:
         rendering = pool.submit(render_config, tmp_path, agent_ports, ports["scheduler"], settings)
         overrides = {
-            name: {"metrics_port": ports[name], "affinity": {"sysfs_root": str(sysfs[name].root)}}
+            name: {
+                "metrics_port": ports[name],
+                "affinity": {"sysfs_root": str(sysfs[name].root)},
+                **(agent or {}),
+            }
             for name in BOARDS
         }
         cluster = LocalCluster(
@@ -170,8 +186,7 @@ def test_board_down_fires_and_resolves_and_a_drained_board_stays_quiet(tmp_path:
             f"(for {DOWN_FOR_S:.0f}s, scrape and evaluation every {SCRAPE_S:.0f}s)"
         )
         # board3 has been down as long as board1 was when it fired, and longer: still no alert.
-        time.sleep(DOWN_FOR_S)
-        board3_quiet()
+        hold(DOWN_FOR_S, board3_quiet)
 
         cluster.restart_agent("board1")
         back = time.monotonic()
@@ -285,3 +300,46 @@ def test_with_mutual_tls_prometheus_scrapes_with_its_own_fleet_certificate(tmp_p
             assert [float(r["value"][1]) for r in expiry] == [
                 pki.load_certificate(agent.cert).not_valid_after_utc.timestamp()
             ]
+
+
+def test_a_hung_npu_context_is_not_serving_not_down(tmp_path: Path) -> None:
+    """board2's NPU context hangs: the scheduler takes it out (DOWN), and the alert says why —
+    NpudureBoardNotServing{reason="hung_npu_context"} fires, NpudureBoardDown does not, though the
+    hang lasts longer than its for:. Both stay quiet after the context returns."""
+    alert_for = {"NpudureBoardNotServing": "3s", "NpudureBoardDown": "10s"}
+    with monitored(tmp_path, alert_for, agent={"hang_timeout_s": 1.0}) as fleet:
+        prom, board2 = fleet.prom, fleet.cluster.agents["board2"].address
+
+        def not_down() -> None:
+            boards = [a["labels"]["board"] for a in prom.alerts("NpudureBoardDown", "firing")]
+            assert "board2" not in boards, "a hung board raised NpudureBoardDown"
+
+        with security.channel(board2) as channel:
+            rpc.NodeStub(channel).InjectFault(pb.InjectFaultRequest(fault=pb.FAULT_HANG), timeout=5)
+            request = pb.InferRequest(encoding=pb.ENCODING_RAW_RGB, frame=frame_bytes())
+            with pytest.raises(grpc.RpcError):  # the frame never comes back: the worker hangs
+                rpc.InferenceStub(channel).Infer(request, timeout=2)
+        hung = time.monotonic()
+        wait_for(
+            "NpudureBoardNotServing (hung) firing for board2",
+            lambda: (
+                [
+                    (a["labels"]["board"], a["labels"]["reason"])
+                    for a in prom.alerts("NpudureBoardNotServing", "firing")
+                ]
+                == [("board2", "hung_npu_context")]
+            ),
+            20,
+            every=not_down,
+        )
+        # Hung for longer than NpudureBoardDown's for: (10 s), and still only "not serving".
+        hold(max(0.0, 14 - (time.monotonic() - hung)), not_down)
+        with security.channel(board2) as channel:
+            rpc.NodeStub(channel).InjectFault(pb.InjectFaultRequest(fault=pb.FAULT_NONE), timeout=5)
+        wait_for(
+            "NpudureBoardNotServing to resolve",
+            lambda: prom.alerts("NpudureBoardNotServing") == [],
+            30,
+            every=not_down,
+        )
+        hold(12, not_down)  # the scheduler takes it back after its recovery checks: still no board-down
