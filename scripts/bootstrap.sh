@@ -6,8 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # qemu-user-static + binfmt-support: arm64 lab boards (`npudure lab up --arm64-boards N`) run under qemu-user.
+# prometheus: promtool for the rule tests, and the real Prometheus of tests/integration/test_monitoring.py.
 DEBS=(systemd-container debootstrap debian-archive-keyring iproute2 util-linux mount openssh-client nginx-light procps
-  qemu-user-static binfmt-support)
+  qemu-user-static binfmt-support prometheus)
 PYTHON=${PYTHON:-python3}
 
 missing=()

@@ -8,7 +8,12 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
+from npudure.backends.base import Backend
+from npudure.backends.sim import CAP_LADDER
+from npudure.board.exporter import BoardCollector
 from npudure.config import TlsConfig
+from npudure.security.access import AdminGuard
+from npudure.security.metrics import AdminRefusals
 from npudure.service import metrics_http
 
 STAGE_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
@@ -33,9 +38,22 @@ class _EmulationCollector(Collector):
         )
 
 
+def emulated_cpu_mhz(backend: Backend) -> Callable[[], float | None]:
+    """The CPU clock an emulated board models: its cap, else the top of the sim's cap ladder."""
+    return lambda: float(backend.cpu_cap_mhz or CAP_LADDER[-1][0])
+
+
 class AgentMetrics:
-    def __init__(self, emulation_totals: Callable[[], tuple[float, float] | None] | None = None) -> None:
+    def __init__(
+        self,
+        emulation_totals: Callable[[], tuple[float, float] | None] | None = None,
+        sysfs_root: str | None = None,
+        backend: Backend | None = None,
+    ) -> None:
         self.registry = CollectorRegistry()
+        if sysfs_root is not None:  # npudure_board_*: temperatures, trip points, clocks (docs/metrics.md)
+            modelled = emulated_cpu_mhz(backend) if backend is not None and backend.emulated else None
+            self.registry.register(BoardCollector(sysfs_root, modelled))
         if emulation_totals is not None:
             # Lag over a scrape window: rate(actual) / rate(model) - 1.
             self.registry.register(_EmulationCollector(emulation_totals))
@@ -65,6 +83,9 @@ class AgentMetrics:
             "Hung NPU contexts replaced by new ones",
             registry=self.registry,
         )
+
+    def watch_admin(self, guard: AdminGuard) -> None:
+        self.registry.register(AdminRefusals(lambda: guard.refused))
 
     def serve(self, listen: str, port: int, metrics_listen: str | None, tls: TlsConfig | None) -> object:
         return metrics_http.serve(self.registry, listen, port, metrics_listen, tls)

@@ -67,9 +67,10 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
     ) -> None:
         self.config = config
         self.backend = backend
-        self.metrics = AgentMetrics(backend.emulation_totals)
+        self.metrics = AgentMetrics(backend.emulation_totals, config.affinity.sysfs_root, backend)
         self.health = health.aio.HealthServicer()
         self.admin = security.AdminGuard(config.admin, config.tls)
+        self.metrics.watch_admin(self.admin)
         split = split or cores.detect(config.affinity.sysfs_root)
         self.soc = board_soc or soc.detect(config.affinity.sysfs_root)
         self.cpu_cap = cpucap.choose(backend, config.affinity.sysfs_root)

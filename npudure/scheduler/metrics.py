@@ -7,6 +7,8 @@ from prometheus_client.metrics import MetricWrapperBase
 
 from npudure.agent.metrics import STAGE_BUCKETS
 from npudure.config import TlsConfig
+from npudure.security.access import AdminGuard
+from npudure.security.metrics import AdminRefusals
 from npudure.service import metrics_http
 
 
@@ -45,6 +47,13 @@ class SchedulerMetrics:
         self.board_up = Gauge(
             "npudure_scheduler_board_state", "1 for the board's current state", ["board", "state"], registry=r
         )
+        # Taken out on purpose (drained, or left out of the active set): the board-down alert's exception.
+        self.board_drained = Gauge(
+            "npudure_scheduler_board_drained",
+            "1 while an operator keeps the board out (drained or not in the active set)",
+            ["board"],
+            registry=r,
+        )
         self.latency = Histogram(
             "npudure_scheduler_stage_seconds",
             "Per-request stage time by board",
@@ -52,6 +61,9 @@ class SchedulerMetrics:
             buckets=STAGE_BUCKETS,
             registry=r,
         )
+
+    def watch_admin(self, guard: AdminGuard) -> None:
+        self.registry.register(AdminRefusals(lambda: guard.refused))
 
     def serve(self, listen: str, port: int, metrics_listen: str | None, tls: TlsConfig | None) -> object:
         return metrics_http.serve(self.registry, listen, port, metrics_listen, tls)

@@ -79,6 +79,7 @@ class Scheduler(rpc.ClusterServicer):
         self.lease = Lease()
         self.health = health.aio.HealthServicer()
         self.admin = security.AdminGuard(config.admin, config.tls)
+        self.metrics.watch_admin(self.admin)
         self._tasks: list[asyncio.Task[None]] = []
         self.membership = Membership(self)
         self.membership.restore()
@@ -89,6 +90,7 @@ class Scheduler(rpc.ClusterServicer):
                 self.metrics.board_up.labels(board.name, state[12:]).set(
                     int(board.state == pb.BoardState.Value(state))
                 )
+            self.metrics.board_drained.labels(board.name).set(int(board.draining or not board.active))
         self.dispatch.capacity_changed()
         self.serving.sync_all()
 

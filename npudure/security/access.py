@@ -18,6 +18,7 @@ import logging
 import os
 import secrets
 import stat
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -142,6 +143,7 @@ class AdminGuard:
         self.tokens = read_tokens(admin.token_file) if admin.token_file else []
         self.token = self.tokens[0] if self.tokens else None
         self.open = admin.insecure_open
+        self.refused: Counter[str] = Counter()  # by RPC name, for npudure_admin_refused_total
         if self.open:
             log.warning("admin.insecure_open: admin RPCs are open to anyone who can reach this server")
         elif not self.tls and self.token is None:
@@ -167,6 +169,7 @@ class AdminGuard:
     async def check(self, context: grpc.aio.ServicerContext, rpc_name: str) -> None:
         if self.allows(context):
             return
+        self.refused[rpc_name] += 1
         log.warning("refused admin call %s from %s: no valid admin credentials", rpc_name, context.peer())
         how = "a client certificate whose CN is an admin identity" if self.tls else ""
         if self.token is not None:

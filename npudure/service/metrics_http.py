@@ -22,6 +22,7 @@ from prometheus_client import CollectorRegistry, Info, ProcessCollector
 
 from npudure import __version__
 from npudure.config import TlsConfig
+from npudure.security.metrics import CertificateExpiry
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +135,8 @@ def serve(
     address = metrics_address(listen, port, metrics_listen)
     if address is None:
         return None
+    if tls is not None:  # npudure_tls_certificate_expiry_timestamp_seconds
+        registry.register(CertificateExpiry(tls))
     server = BoundedMetricsServer(address, _server_tls(tls) if tls else None)
     server.set_app(prometheus_client.make_wsgi_app(registry))
     threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()

@@ -1,0 +1,138 @@
+"""The npudure_monitoring role's templates, rendered by real Ansible without a lab: the scrape
+configuration of an inventory (plain and with mutual TLS) passes promtool, retention is sized from the
+host's free disk, and Alertmanager's configuration has its webhook receiver."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import promtool
+import pytest
+import yaml
+
+from npudure.faults.fleet import ansible_env
+
+ROOT = Path(__file__).resolve().parents[2]
+ROLE = ROOT / "roles" / "npudure_monitoring"
+BIN = Path(sys.executable).parent
+
+pytestmark = pytest.mark.skipif(
+    not (BIN / "ansible-playbook").exists(), reason="ansible-core is not installed (pip install -e '.[dev]')"
+)
+GIB = 1024**3
+
+
+def render(tmp_path: Path, extra: dict, mounts: list[dict] | None = None) -> Path:
+    """Render every template of the role for the host 'sched' of a three-board inventory."""
+    out = tmp_path / "out"
+    out.mkdir()
+    inventory = {
+        "all": {
+            "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable},
+            "children": {
+                "boards": {
+                    "hosts": {
+                        "board1": {"ansible_host": "10.0.0.11"},
+                        "board2": {"ansible_host": "10.0.0.12", "npudure_agent_metrics_port": 50191},
+                        "board3": {"ansible_host": "10.0.0.13", "npudure_agent_node_name": "bench-3"},
+                    }
+                },
+                "scheduler": {"hosts": {"sched": {"ansible_host": "10.0.0.10"}}},
+            },
+        }
+    }
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
+    play = {
+        "hosts": "scheduler",
+        "gather_facts": False,
+        "vars_files": [str(ROLE / part / "main.yml") for part in ("defaults", "vars")],
+        "tasks": [
+            {
+                "ansible.builtin.template": {
+                    "src": f"{ROLE}/templates/{{{{ item }}}}",
+                    "dest": f"{out}/{{{{ item | splitext | first }}}}",
+                    "mode": "0644",
+                },
+                "loop": ["prometheus.yml.j2", "prometheus.default.j2", "alertmanager.yml.j2"],
+            },
+        ],
+    }
+    (tmp_path / "render.yml").write_text(yaml.safe_dump([play]))
+    done = subprocess.run(
+        # The mounts: what the facts (gather_subset mounts) would have found on the host.
+        [
+            *(BIN / "ansible-playbook", "-i", tmp_path / "hosts.yml", tmp_path / "render.yml"),
+            *("-e", json.dumps({**extra, "_npudure_monitoring_mounts": mounts or []})),
+        ],
+        cwd=ROOT,
+        env=ansible_env(ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp")),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return out
+
+
+def test_scrape_config_from_the_inventory_with_mutual_tls(tmp_path: Path) -> None:
+    root_fs = {"mount": "/", "size_available": 40 * GIB}
+    var_fs = {"mount": "/var/lib", "size_available": 8 * GIB}
+    out = render(tmp_path, {"npudure_tls_enabled": True}, [root_fs, var_fs])
+    checked = promtool.run("check", "config", "--syntax-only", out / "prometheus.yml")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    config = yaml.safe_load((out / "prometheus.yml").read_text())
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    agents = jobs["npudure_agent"]
+    assert [(c["targets"], c["labels"]["board"]) for c in agents["static_configs"]] == [
+        (["10.0.0.11:50091"], "board1"),
+        (["10.0.0.12:50191"], "board2"),
+        (["10.0.0.13:50091"], "bench-3"),
+    ]
+    assert agents["scheme"] == "https" and jobs["npudure_scheduler"]["scheme"] == "https"
+    assert agents["tls_config"] == {
+        "ca_file": "/etc/prometheus/npudure-tls/ca.crt",
+        "cert_file": "/etc/prometheus/npudure-tls/prometheus.crt",
+        "key_file": "/etc/prometheus/npudure-tls/prometheus.key",
+        "server_name": "npudure-agents",
+    }
+    assert jobs["npudure_scheduler"]["static_configs"] == [{"targets": ["10.0.0.10:50090"]}]
+    assert config["rule_files"] == ["/etc/prometheus/npudure-rules/*.yml"]
+    assert "alerting" not in config
+    # 25 % of the 8 GiB free on /var/lib, the filesystem that holds /var/lib/prometheus/metrics2.
+    args = (out / "prometheus.default").read_text()
+    assert "--storage.tsdb.retention.size=2048MB" in args and "--storage.tsdb.retention.time=30d" in args
+
+
+def test_plain_http_explicit_retention_and_alertmanager(tmp_path: Path) -> None:
+    out = render(
+        tmp_path,
+        {
+            "npudure_monitoring_retention_size": "6GB",
+            "npudure_monitoring_alertmanager_enabled": True,
+            "npudure_monitoring_alertmanager_webhook_url": "http://10.0.0.5:5001/hook",
+        },
+    )
+    checked = promtool.run("check", "config", "--syntax-only", out / "prometheus.yml")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    config = yaml.safe_load((out / "prometheus.yml").read_text())
+    assert {job["scheme"] for job in config["scrape_configs"] if job["job_name"].startswith("npudure")} == {
+        "http"
+    }
+    assert all("tls_config" not in job for job in config["scrape_configs"])
+    assert config["alerting"]["alertmanagers"] == [{"static_configs": [{"targets": ["127.0.0.1:9093"]}]}]
+    assert "--storage.tsdb.retention.size=6GB" in (out / "prometheus.default").read_text()
+    alertmanager = yaml.safe_load((out / "alertmanager.yml").read_text())
+    assert alertmanager["receivers"] == [
+        {
+            "name": "npudure-webhook",
+            "webhook_configs": [{"url": "http://10.0.0.5:5001/hook", "send_resolved": True}],
+        }
+    ]
+
+
+def test_no_facts_gives_the_minimum_retention(tmp_path: Path) -> None:
+    out = render(tmp_path, {})
+    assert "--storage.tsdb.retention.size=512MB" in (out / "prometheus.default").read_text()
