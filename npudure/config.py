@@ -50,8 +50,20 @@ class AdminConfig(_Strict):
     """
 
     identities: list[str] = ["npudure-admin"]
+    # One token per line: every line is accepted, the first is the one this service sends (towards the
+    # agents). A rotation writes "old\nnew", then "new\nold", then "new" (docs/security.md).
     token_file: str | None = None
     insecure_open: bool = False
+
+
+class ShutdownConfig(_Strict):
+    """SIGTERM: health NOT_SERVING, ``drain_s`` for health checks and monitors to notice, then at most
+    ``grace_s`` for the requests in flight (gRPC sends GOAWAY). TimeoutStopSec covers both."""
+
+    # Two scheduler health intervals (0.5 s) with margin; proxyless clients watch health (immediate).
+    drain_s: float = Field(1.5, ge=0, le=60)
+    # At least the request deadline: a request accepted before the stop finishes.
+    grace_s: float = Field(10.0, ge=0, le=600)
 
 
 class SimConfig(_Strict):
@@ -110,6 +122,7 @@ class AgentConfig(_Strict):
     sim: SimConfig = SimConfig()
     postprocess: PostprocessConfig = PostprocessConfig()
     affinity: AffinityConfig = AffinityConfig()
+    shutdown: ShutdownConfig = ShutdownConfig()
 
     _addr = field_validator("listen")(classmethod(lambda cls, v: _check_address(v)))
 
@@ -153,6 +166,10 @@ class SchedulerConfig(_Strict):
     # Mutual TLS for clients and, with the same certificate as client identity, towards the agents.
     tls: TlsConfig | None = None
     admin: AdminConfig = AdminConfig()
+    shutdown: ShutdownConfig = ShutdownConfig()
+    # Drains, active set and policy kept across restarts (JSON, written atomically); null: under systemd
+    # $STATE_DIRECTORY/state.json (StateDirectory= in the unit), else not kept.
+    state_file: str | None = None
     boards: list[BoardConfig] = Field(min_length=1)
 
     _addr = field_validator("listen")(classmethod(lambda cls, v: _check_address(v)))

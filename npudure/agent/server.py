@@ -26,6 +26,7 @@ from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
 from npudure.service import sdnotify
 from npudure.service.runtime import SERVER_OPTIONS, wait_for_shutdown
+from npudure.service.shutdown import graceful_stop
 from npudure.vision import frames
 
 log = logging.getLogger(__name__)
@@ -328,6 +329,5 @@ async def serve(
         sdnotify.notify("STOPPING=1")
         pinger.cancel()
         watchdog.cancel()
-        await agent.health.enter_graceful_shutdown()
-        await server.stop(grace=2)
+        await graceful_stop(server, agent.health, config.shutdown)
         agent.pool.close()

@@ -22,6 +22,7 @@ import numpy as np
 
 from npudure.bench.cpu import CpuProbe, CpuSample, harness_cpu_sample
 from npudure.bench.samples import Samples, from_raw
+from npudure.client.central import central_options
 from npudure.security import access as security
 
 INFER_METHOD = "/npudure.v1.Inference/Infer"
@@ -52,8 +53,8 @@ class Target:
             list(options)
             if options is not None
             else [
-                ("grpc.max_send_message_length", max_message_bytes),
-                ("grpc.max_receive_message_length", max_message_bytes),
+                # Retry UNAVAILABLE and wait for a reconnect: a scheduler restart costs no request.
+                *central_options(max_message_bytes),
                 # Without a local subchannel pool, channels with identical options share one connection.
                 ("grpc.use_local_subchannel_pool", 1),
             ]

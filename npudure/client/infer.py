@@ -12,6 +12,7 @@ from pathlib import Path
 import grpc
 import numpy as np
 
+from npudure.client import central
 from npudure.client.proxyless import RouteError, channel_options, fetch_route
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
@@ -59,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _open(args: argparse.Namespace) -> grpc.Channel:
     if not args.proxyless:
-        return security.channel(args.target, options=[("grpc.max_send_message_length", 16 << 20)])
+        return central.channel(args.target)  # retries UNAVAILABLE: rides out a scheduler restart
     route = fetch_route(args.target, timeout_s=args.timeout)
     if not args.json:
         print(f"proxyless: {route.target} ({', '.join(name for name, _ in route.boards)})")
@@ -82,6 +83,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"npudure infer: {exc}", file=sys.stderr)
         return 1
     with opened as channel:
+        if not args.proxyless and not central.wait_connected(channel, args.timeout):
+            hint = central.TLS_HINT if security.client_tls() is None else ""
+            print(
+                f"npudure infer: cannot connect to {args.target} within {args.timeout:.0f}s: is the "
+                f"scheduler (or agent) running there?{hint}",
+                file=sys.stderr,
+            )
+            return 1
         stub = rpc.InferenceStub(channel)
         for n in range(args.count):
             request = pb.InferRequest(

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import grpc
 
+from npudure.client.central import Central
 from npudure.config import TlsConfig
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
@@ -323,6 +324,11 @@ class Proxyless:
         self.close()
 
 
-def connect(scheduler_target: str, **kwargs: object) -> Proxyless:
-    """A proxyless client for the cluster whose scheduler listens at ``scheduler_target``."""
+def connect(scheduler_target: str, mode: str = "proxyless", **kwargs: object) -> Proxyless | Central:
+    """A client for the cluster whose scheduler listens at ``scheduler_target``: proxyless (straight
+    to the boards) or ``mode="central"`` (through the scheduler, riding out its restarts)."""
+    if mode == "central":
+        return Central(scheduler_target, **kwargs)  # type: ignore[arg-type]
+    if mode != "proxyless":
+        raise ValueError(f"mode {mode!r} is not known; use proxyless or central")
     return Proxyless(scheduler_target, **kwargs)  # type: ignore[arg-type]

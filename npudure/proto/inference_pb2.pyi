@@ -341,3 +341,21 @@ class Route(_message.Message):
     max_message_bytes: int
     refresh_interval_s: float
     def __init__(self, boards: _Optional[_Iterable[_Union[RouteBoard, _Mapping]]] = ..., target: _Optional[str] = ..., service_config_json: _Optional[str] = ..., version: _Optional[str] = ..., tls: _Optional[bool] = ..., max_message_bytes: _Optional[int] = ..., refresh_interval_s: _Optional[float] = ...) -> None: ...
+
+class ReloadBoardsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ReloadBoardsReply(_message.Message):
+    __slots__ = ("added", "removed", "policy", "restart_needed", "status")
+    ADDED_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    RESTART_NEEDED_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    added: _containers.RepeatedScalarFieldContainer[str]
+    removed: _containers.RepeatedScalarFieldContainer[str]
+    policy: str
+    restart_needed: _containers.RepeatedScalarFieldContainer[str]
+    status: ClusterStatus
+    def __init__(self, added: _Optional[_Iterable[str]] = ..., removed: _Optional[_Iterable[str]] = ..., policy: _Optional[str] = ..., restart_needed: _Optional[_Iterable[str]] = ..., status: _Optional[_Union[ClusterStatus, _Mapping]] = ...) -> None: ...

@@ -351,6 +351,11 @@ class ClusterStub:
                 request_serializer=npudure_dot_proto_dot_inference__pb2.RouteRequest.SerializeToString,
                 response_deserializer=npudure_dot_proto_dot_inference__pb2.Route.FromString,
                 _registered_method=True)
+        self.ReloadBoards = channel.unary_unary(
+                '/npudure.v1.Cluster/ReloadBoards',
+                request_serializer=npudure_dot_proto_dot_inference__pb2.ReloadBoardsRequest.SerializeToString,
+                response_deserializer=npudure_dot_proto_dot_inference__pb2.ReloadBoardsReply.FromString,
+                _registered_method=True)
 
 
 class ClusterServicer:
@@ -406,6 +411,14 @@ class ClusterServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReloadBoards(self, request, context):
+        """Admin: apply the board set of the config file (systemctl reload npudure-scheduler). A bad file
+        is refused with INVALID_ARGUMENT and the current set keeps serving.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClusterServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -448,6 +461,11 @@ def add_ClusterServicer_to_server(servicer, server):
                     servicer.GetRoute,
                     request_deserializer=npudure_dot_proto_dot_inference__pb2.RouteRequest.FromString,
                     response_serializer=npudure_dot_proto_dot_inference__pb2.Route.SerializeToString,
+            ),
+            'ReloadBoards': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReloadBoards,
+                    request_deserializer=npudure_dot_proto_dot_inference__pb2.ReloadBoardsRequest.FromString,
+                    response_serializer=npudure_dot_proto_dot_inference__pb2.ReloadBoardsReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -666,6 +684,33 @@ class Cluster:
             '/npudure.v1.Cluster/GetRoute',
             npudure_dot_proto_dot_inference__pb2.RouteRequest.SerializeToString,
             npudure_dot_proto_dot_inference__pb2.Route.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReloadBoards(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/npudure.v1.Cluster/ReloadBoards',
+            npudure_dot_proto_dot_inference__pb2.ReloadBoardsRequest.SerializeToString,
+            npudure_dot_proto_dot_inference__pb2.ReloadBoardsReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -8,6 +8,7 @@ import sys
 
 from npudure import config as cfg
 from npudure.security.access import ListenError, SecurityError
+from npudure.service import memprofile
 from npudure.service.runtime import (
     EX_CONFIG,
     add_service_arguments,
@@ -19,21 +20,41 @@ from npudure.service.runtime import (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_service_arguments(parser, "scheduler", check_help="validate the config and exit")
+    parser.add_argument(
+        "--reload",
+        action="store_true",
+        help="validate the config and have the running scheduler apply its board set (ExecReload)",
+    )
+    parser.add_argument(
+        "--memory-profile",
+        type=float,
+        metavar="SECONDS",
+        help=f"log the top Python memory growers every SECONDS (tracemalloc; or {memprofile.ENV})",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.reload:
+        from npudure.scheduler import reload
+
+        return reload.run(args.config)
     config = load_service_config(cfg.SchedulerConfig, args.config, "scheduler")
     if config is None:
         return EX_CONFIG
     if args.check:
         print(f"ok: {args.config}: {len(config.boards)} boards, policy {config.policy}")
         return 0
+    try:
+        profile_s = memprofile.interval_from(args.memory_profile)
+    except ValueError as exc:
+        print(f"npudure scheduler: {exc}", file=sys.stderr)
+        return 2
     ensure_malloc_tuning()
     setup_logging(args.log_level)
     from npudure.scheduler.server import StartupError, serve
 
     try:
-        asyncio.run(serve(config))
+        asyncio.run(memprofile.run_with_profile(serve(config, config_path=args.config), profile_s))
     except SecurityError as exc:
         print(f"npudure scheduler: {exc}", file=sys.stderr)
         return EX_CONFIG

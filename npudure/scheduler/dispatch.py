@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import logging
 import random
 import time
 from dataclasses import dataclass
 
 import grpc
+from prometheus_client import Counter, Gauge, Histogram
 
 from npudure.config import SchedulerConfig
 from npudure.proto import inference_pb2 as pb
@@ -37,6 +39,7 @@ BOARD_FAULTS = {
     grpc.StatusCode.CANCELLED,
 }
 MAX_ATTEMPTS = 2
+STAGES = ("scheduler_queue", "network", "board", "scheduler_total")
 
 
 class DispatchError(Exception):
@@ -60,17 +63,33 @@ class Dispatcher:
         self._waiters: collections.deque[_Waiter] = collections.deque()
         self._rng = random.Random()
         # Labelled children looked up once: .labels() on the hot path costs a few percent of a core.
-        self._gauges = {b: metrics.in_flight.labels(b.name) for b in boards}
-        self._ok = {b: metrics.board_requests.labels(b.name, "OK") for b in boards}
-        self._stages = {
-            b: {
-                st: metrics.latency.labels(b.name, st)
-                for st in ("scheduler_queue", "network", "board", "scheduler_total")
-            }
-            for b in boards
-        }
+        self._gauges: dict[Board, Gauge] = {}
+        self._ok: dict[Board, Counter] = {}
+        self._stages: dict[Board, dict[str, Histogram]] = {}
+        for board in boards:
+            self.track(board)
         self.served = 0
         self.retries = 0
+
+    def track(self, board: Board) -> None:
+        """Look up ``board``'s metric children (at start, and when a board joins)."""
+        metrics = self.metrics
+        self._gauges[board] = metrics.in_flight.labels(board.name)
+        self._ok[board] = metrics.board_requests.labels(board.name, "OK")
+        self._stages[board] = {st: metrics.latency.labels(board.name, st) for st in STAGES}
+
+    def untrack(self, board: Board) -> None:
+        """Forget a board that left (its series too: a fleet that changes must not grow the registry)."""
+        for table in (self._gauges, self._ok, self._stages):
+            table.pop(board, None)
+        for metric, labels in (
+            (self.metrics.in_flight, [(board.name,)]),
+            (self.metrics.board_requests, [(board.name, code.name) for code in grpc.StatusCode]),
+            (self.metrics.latency, [(board.name, st) for st in STAGES]),
+        ):
+            for values in labels:
+                with contextlib.suppress(KeyError):
+                    metric.remove(*values)
 
     # ------------------------------------------------------------------ reserve / release
     @property

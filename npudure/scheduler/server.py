@@ -16,12 +16,14 @@ from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.scheduler.boards import Board, BoardMonitor, open_board
 from npudure.scheduler.dispatch import Dispatcher, DispatchError
+from npudure.scheduler.membership import Membership, ReloadError
 from npudure.scheduler.metrics import SchedulerMetrics
 from npudure.scheduler.policies import POLICIES, make_policy
 from npudure.scheduler.route import ServingPusher, build_route, resolve
 from npudure.security import access as security
 from npudure.service import sdnotify
 from npudure.service.runtime import SERVER_OPTIONS, wait_for_shutdown
+from npudure.service.shutdown import graceful_stop
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +64,9 @@ class Lease:
 
 
 class Scheduler(rpc.ClusterServicer):
-    def __init__(self, config: SchedulerConfig) -> None:
+    def __init__(self, config: SchedulerConfig, config_path: str | None = None) -> None:
         self.config = config
+        self.config_path = config_path  # what ReloadBoards re-reads
         self.metrics = SchedulerMetrics()
         self.boards: list[Board] = [open_board(i, b, config) for i, b in enumerate(config.boards)]
         self.by_name = {b.name: b for b in self.boards}
@@ -75,6 +78,8 @@ class Scheduler(rpc.ClusterServicer):
         self.health = health.aio.HealthServicer()
         self.admin = security.AdminGuard(config.admin, config.tls)
         self._tasks: list[asyncio.Task[None]] = []
+        self.membership = Membership(self)
+        self.membership.restore()
 
     def _state_changed(self) -> None:
         for board in self.boards:
@@ -141,6 +146,7 @@ class Scheduler(rpc.ClusterServicer):
             board.active = board.name in names
         log.info("active boards: %s", ", ".join(names))
         self._state_changed()
+        self.membership.save()
         return self.cluster_status()
 
     async def SetPolicy(self, request: pb.SetPolicyRequest, context) -> pb.ClusterStatus:
@@ -152,14 +158,21 @@ class Scheduler(rpc.ClusterServicer):
             )
         self.dispatch.policy = make_policy(request.policy)
         log.info("policy: %s", request.policy)
+        self.membership.save()
         return self.cluster_status()
 
     async def DrainNode(self, request: pb.DrainNodeRequest, context) -> pb.ClusterStatus:
         await self.admin.check(context, "DrainNode")
         board = await self._board(request.node, context)
+        if board.name in self.membership.leaving:
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"board {board.name} is leaving (removed from the config)",
+            )
         board.draining = request.drain
         log.info("board %s %s", board.name, "draining" if request.drain else "back in rotation")
         self._state_changed()
+        self.membership.save()
         return self.cluster_status()
 
     async def SetNodeCpuCap(self, request: pb.SetNodeCpuCapRequest, context) -> pb.NodeStatus:
@@ -196,6 +209,16 @@ class Scheduler(rpc.ClusterServicer):
                         f"cannot resolve board {board.name} at {board.address}: {exc}",
                     )
         return build_route(self.boards, self.config, self._resolved)
+
+    async def ReloadBoards(self, request: pb.ReloadBoardsRequest, context) -> pb.ReloadBoardsReply:
+        await self.admin.check(context, "ReloadBoards")
+        try:
+            reply = await self.membership.reload()
+        except ReloadError as exc:
+            log.error("reload refused, still serving %s: %s", ", ".join(self.by_name), exc)
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        reply.status.CopyFrom(self.cluster_status())
+        return reply
 
     async def _board(self, name: str, context) -> Board:
         board = self.by_name.get(name)
@@ -239,6 +262,7 @@ class Scheduler(rpc.ClusterServicer):
         self._state_changed()
 
     async def close(self) -> None:
+        await self.membership.close()
         await self.serving.close()
         for task in self._tasks:
             task.cancel()
@@ -248,8 +272,12 @@ class Scheduler(rpc.ClusterServicer):
                 await channel.close()
 
 
-async def serve(config: SchedulerConfig, ready: asyncio.Event | None = None) -> None:
-    scheduler = Scheduler(config)  # SecurityError (a token or certificate file) is a configuration error
+async def serve(
+    config: SchedulerConfig, ready: asyncio.Event | None = None, config_path: str | None = None
+) -> None:
+    scheduler = Scheduler(
+        config, config_path
+    )  # SecurityError (a token or certificate file) is a configuration error
     server = grpc.aio.server(
         options=[
             *SERVER_OPTIONS,
@@ -287,6 +315,5 @@ async def serve(config: SchedulerConfig, ready: asyncio.Event | None = None) -> 
     finally:
         sdnotify.notify("STOPPING=1")
         pinger.cancel()
-        await scheduler.health.enter_graceful_shutdown()
-        await server.stop(grace=2)
+        await graceful_stop(server, scheduler.health, config.shutdown)
         await scheduler.close()

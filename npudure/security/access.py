@@ -53,7 +53,14 @@ def _read(path: str, what: str) -> bytes:
 
 
 def read_token(path: str) -> str:
-    """The admin token; refused when group or others can read the file.
+    """The admin token this process sends: the first of ``read_tokens``."""
+    return read_tokens(path)[0]
+
+
+def read_tokens(path: str) -> list[str]:
+    """The admin tokens in ``path``, one per line (blank lines and ``#`` comments skipped); refused
+    when group or others can read the file. Servers accept every one: old and new overlap during a
+    rotation.
 
     ``$VARS`` in the path are expanded: the units name systemd's copy as
     ``${CREDENTIALS_DIRECTORY}/admin-token`` (LoadCredential=), so the original stays root's.
@@ -70,10 +77,16 @@ def read_token(path: str) -> str:
         raise SecurityError(f"cannot read the admin token file {path}: {exc.strerror}") from None
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise SecurityError(f"admin token file {path} is readable by others: chmod 600 {path}")
-    token = Path(path).read_text().strip()
-    if len(token) < 16:
-        raise SecurityError(f"admin token in {path} is shorter than 16 characters: write a long random one")
-    return token
+    lines = (line.strip() for line in Path(path).read_text().splitlines())
+    tokens = [line for line in lines if line and not line.startswith("#")]
+    if not tokens:
+        raise SecurityError(f"admin token file {path} holds no token: write a long random one")
+    for number, token in enumerate(tokens, 1):
+        if len(token) < 16:
+            raise SecurityError(
+                f"admin token {number} in {path} is shorter than 16 characters: write a long random one"
+            )
+    return tokens
 
 
 def default_token_file() -> Path:
@@ -126,7 +139,8 @@ class AdminGuard:
     def __init__(self, admin: AdminConfig, tls: TlsConfig | None) -> None:
         self.identities = {i.encode() for i in admin.identities}
         self.tls = tls is not None
-        self.token = read_token(admin.token_file) if admin.token_file else None
+        self.tokens = read_tokens(admin.token_file) if admin.token_file else []
+        self.token = self.tokens[0] if self.tokens else None
         self.open = admin.insecure_open
         if self.open:
             log.warning("admin.insecure_open: admin RPCs are open to anyone who can reach this server")
@@ -142,9 +156,11 @@ class AdminGuard:
             names = context.auth_context().get("x509_common_name", [])
             if any(name in self.identities for name in names):
                 return True
-        if self.token is not None:
-            sent = dict(context.invocation_metadata() or ()).get("authorization", "")
-            if hmac.compare_digest(sent.encode(), f"Bearer {self.token}".encode()):
+        if self.tokens:
+            sent = dict(context.invocation_metadata() or ()).get("authorization", "").encode()
+            # Every token compared (no early exit): the time taken does not tell which one matched.
+            matches = [hmac.compare_digest(sent, f"Bearer {t}".encode()) for t in self.tokens]
+            if any(matches):
                 return True
         return False
 

@@ -25,6 +25,7 @@ SCHEDULER_ADMIN = [
     ("SetNodeCpuCap", pb.SetNodeCpuCapRequest(node="board1", mhz=816)),
     ("AcquireLease", pb.LeaseRequest(holder="intruder", ttl_s=5)),
     ("ReleaseLease", pb.LeaseRequest(holder="intruder")),
+    ("ReloadBoards", pb.ReloadBoardsRequest()),
 ]
 AGENT_ADMIN = [
     ("SetCpuCap", pb.SetCpuCapRequest(mhz=816)),

@@ -31,3 +31,51 @@ def test_an_unset_variable_in_the_path_says_how_systemd_sets_it(monkeypatch) -> 
     monkeypatch.delenv("CREDENTIALS_DIRECTORY", raising=False)
     with pytest.raises(security.SecurityError, match="LoadCredential=admin-token"):
         security.read_token("${CREDENTIALS_DIRECTORY}/admin-token")
+
+
+def _token_file(path: Path, text: str) -> Path:
+    path.write_text(text)
+    path.chmod(0o600)
+    return path
+
+
+def test_a_file_of_several_tokens_sends_the_first_and_accepts_all(tmp_path: Path) -> None:
+    old, new = "o" * 32, "n" * 32
+    path = _token_file(
+        tmp_path / "t", f"# rotation: new first once every service accepts it\n{new}\n\n{old}\n"
+    )
+    assert security.read_tokens(str(path)) == [new, old]
+    assert security.read_token(str(path)) == new
+
+
+def test_every_token_must_be_long(tmp_path: Path) -> None:
+    path = _token_file(tmp_path / "t", "n" * 32 + "\nshort\n")
+    with pytest.raises(security.SecurityError, match=r"admin token 2 in .* shorter than 16"):
+        security.read_tokens(str(path))
+    with pytest.raises(security.SecurityError, match="holds no token"):
+        security.read_tokens(str(_token_file(tmp_path / "e", "# nothing yet\n")))
+
+
+class _Context:
+    """What AdminGuard reads from a gRPC servicer context."""
+
+    def __init__(self, token: str | None) -> None:
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+
+    def invocation_metadata(self):
+        return self._metadata
+
+    def auth_context(self):
+        return {}
+
+
+def test_the_guard_accepts_old_and_new_during_a_rotation_and_nothing_else(tmp_path: Path) -> None:
+    from npudure.config import AdminConfig
+
+    old, new = "o" * 32, "n" * 32
+    path = _token_file(tmp_path / "t", f"{old}\n{new}\n")
+    guard = security.AdminGuard(AdminConfig(token_file=str(path)), None)
+    assert guard.allows(_Context(old)) and guard.allows(_Context(new))
+    assert not guard.allows(_Context("x" * 32)) and not guard.allows(_Context(None))
+    single = security.AdminGuard(AdminConfig(token_file=str(_token_file(tmp_path / "s", new + "\n"))), None)
+    assert single.allows(_Context(new)) and not single.allows(_Context(old))

@@ -1,0 +1,81 @@
+"""An admin token rotated with an overlap, on real processes: every service accepts old and new for
+the window, the scheduler's calls to the agents keep working at every step, and no request fails.
+
+The cluster's services share one token file, rewritten at each step as an operator's play would:
+"old\\nnew" (send old, accept both), "new\\nold" (send new, accept both), "new" (old refused).
+"""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+from fleet_ops import failures, start_load
+
+from npudure.lab.local import LocalCluster
+from npudure.proto import inference_pb2 as pb
+from npudure.proto import inference_pb2_grpc as rpc
+
+OLD, NEW, FOREIGN = "o" * 40, "n" * 40, "f" * 40
+
+
+def _write(path, *tokens: str) -> None:
+    path.write_text("".join(f"{t}\n" for t in tokens))
+    path.chmod(0o600)
+
+
+def _admin_ok(address: str, token: str, node: bool = False) -> bool:
+    with grpc.insecure_channel(address) as channel:
+        metadata = (("authorization", f"Bearer {token}"),)
+        try:
+            if node:
+                rpc.NodeStub(channel).SetCpuCap(pb.SetCpuCapRequest(mhz=0), timeout=5, metadata=metadata)
+            else:
+                rpc.ClusterStub(channel).SetPolicy(
+                    pb.SetPolicyRequest(policy="least_inflight"), timeout=5, metadata=metadata
+                )
+        except grpc.RpcError as exc:
+            assert exc.code() == grpc.StatusCode.PERMISSION_DENIED, exc
+            return False
+    return True
+
+
+def _scheduler_reaches_agents(cluster: LocalCluster, token: str) -> bool:
+    """SetNodeCpuCap through the scheduler: the scheduler calls the agent with ITS token."""
+    with grpc.insecure_channel(cluster.address) as channel:
+        for name in cluster.agents:
+            rpc.ClusterStub(channel).SetNodeCpuCap(
+                pb.SetNodeCpuCapRequest(node=name, mhz=0),
+                timeout=5,
+                metadata=(("authorization", f"Bearer {token}"),),
+            )
+    return True
+
+
+def test_a_token_rotation_with_overlap_fails_nothing(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    token_file = tmp_path / "admin-token"
+    _write(token_file, OLD, NEW)
+    monkeypatch.setenv("NPUDURE_ADMIN_TOKEN_FILE", str(token_file))
+    with LocalCluster(boards=2, time_scale=3.0, admin_token_file=token_file) as cluster:
+        load = start_load(cluster, "scheduler", duration_s=20.0)
+        board1 = cluster.agents["board1"].address
+        # Window open: both accepted everywhere, anything else refused.
+        for address, node in ((cluster.address, False), (board1, True)):
+            assert _admin_ok(address, OLD, node) and _admin_ok(address, NEW, node)
+            assert not _admin_ok(address, FOREIGN, node)
+        assert _scheduler_reaches_agents(cluster, NEW)  # the scheduler still sends OLD: accepted
+        # Send the new one: the scheduler restarts with "new" first; the agents accept both.
+        _write(token_file, NEW, OLD)
+        cluster.restart_scheduler()
+        assert _scheduler_reaches_agents(cluster, OLD)
+        # Close the window: agents restarted one at a time on "new" alone.
+        _write(token_file, NEW)
+        for name in list(cluster.agents):
+            cluster.restart_agent(name)
+        assert not _admin_ok(board1, OLD, node=True) and _admin_ok(board1, NEW, node=True)
+        assert _scheduler_reaches_agents(cluster, NEW)  # what the scheduler sends is accepted
+        cluster.restart_scheduler()
+        assert not _admin_ok(cluster.address, OLD)
+        failed, total, errors, gap = failures(load)
+    print(f"token rotation under central load: {failed}/{total} failed, longest gap {gap:.2f}s")
+    assert total > 50
+    assert failed == 0, errors
