@@ -1,12 +1,14 @@
 """Preflight on a fleet that grows and has a dead board, with real Ansible and no boards: the board
 comparison (roles/npudure_agent/tasks/compare_facts.yml) fed made-up facts on local hosts, and the
-reachability play of playbooks/preflight.yml against a host whose SSH port is closed."""
+reachability plays of playbooks/preflight.yml on the lab with a board that does not exist (root)."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -102,3 +104,51 @@ def test_a_new_board_with_another_hardware_or_runtime_is_refused(tmp_path: Path)
         "board4 (joining) has librknnrt 2.1.0, the fleet's target (npudure_rknn_runtime_version) is 2.3.2"
         in (done.stdout)
     )
+
+
+@pytest.fixture(scope="module")
+def lab_inventory() -> Iterator[Path]:
+    from lab_fleet import running_lab
+
+    with running_lab(3) as lab:  # preflight installs nothing: a lab that is up is enough
+        yield lab.inventory_path
+
+
+@pytest.mark.lab
+@pytest.mark.timeout(900)
+def test_a_dead_board_is_named_and_left_out_when_allowed(lab_inventory: Path, tmp_path: Path) -> None:
+    inventory = yaml.safe_load(lab_inventory.read_text())
+    # Inside the lab's bridge subnet, and nobody has it.
+    inventory["all"]["children"]["boards"]["hosts"]["board9"] = {"ansible_host": "10.231.0.99"}
+    path = tmp_path / "hosts.yml"
+    path.write_text(yaml.safe_dump(inventory))
+
+    def preflight(*extra: str) -> tuple[int, str]:
+        argv = [
+            str(BIN / "ansible-playbook"),
+            "-i",
+            str(path),
+            "-e",
+            "npudure_preflight_connect_timeout_s=6",
+            *extra,
+        ]
+        done = subprocess.run(
+            [*argv, str(ROOT / "playbooks" / "preflight.yml")],
+            cwd=ROOT,
+            env=ansible_env(ANSIBLE_FORCE_COLOR="0", NO_COLOR="1"),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        return done.returncode, " ".join((done.stdout + done.stderr).split())
+
+    rc, out = preflight()
+    assert rc == 2 and "board9 (10.231.0.99) cannot be reached over SSH" in out, out[-3000:]
+    assert "-e npudure_preflight_max_unreachable=1; unreachable boards: board9" in out
+    assert "Compare the boards" not in out
+    rc, out = preflight("-e", "npudure_preflight_max_unreachable=1")
+    # Ansible's rc for unreachable hosts: the run says so, it never skips the board silently.
+    assert rc == 4, out[-3000:]
+    assert "WARNING: 1 board(s) unreachable and left out of this run" in out and "board9" in out
+    assert "3 boards agree" in out
+    assert re.search(r"board9\s*: ok=\d+\s+changed=0\s+unreachable=1", out), out[-2000:]
