@@ -166,9 +166,11 @@ async def closed_loop(
     cpu_probe: CpuProbe = harness_cpu_sample,
     progress: Callable[[float], None] | None = None,
     t0: float | None = None,
+    stop_when: Callable[[], bool] | None = None,
 ) -> LoadResult:
     """``concurrency`` requests always outstanding. The window opens after ``warmup_s`` and closes after
-    ``duration_s`` once ``min_samples`` successful measured requests exist (or ``max_duration_s`` passed)."""
+    ``duration_s`` once ``min_samples`` successful measured requests exist (or ``max_duration_s`` passed),
+    or earlier once ``stop_when()`` is true (a window as long as an operator's action)."""
     if concurrency < 1:
         raise ValueError("concurrency must be at least 1")
     col = _Collector()
@@ -201,6 +203,8 @@ async def closed_loop(
             if progress:
                 progress(elapsed)
             if elapsed >= limit or (elapsed >= target_end and measured_ok >= min_samples):
+                break
+            if stop_when is not None and stop_when():
                 break
             await asyncio.sleep(min(0.1, max(0.001, target_end - elapsed)))
         window_end = time.perf_counter() - t0

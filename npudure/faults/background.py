@@ -48,8 +48,11 @@ class BackgroundLoad:
         connections: int = 2,
         timeout_s: float = REQUEST_TIMEOUT_S,
         mode: str = "scheduler",
+        stop: threading.Event | None = None,
     ) -> None:
         self.address = address
+        # Set to end the window before ``duration_s`` (an operator scenario ends with its playbook).
+        self.stop = stop
         # "scheduler": every request through the scheduler; "proxyless": straight to the boards on the
         # scheduler's route (npudure.client.proxyless), the scheduler only answering GetRoute.
         self.mode = mode
@@ -98,6 +101,7 @@ class BackgroundLoad:
                 max_duration_s=self.duration_s + 5.0,
                 timeout_s=self.timeout_s,
                 t0=self.t0,
+                stop_when=self.stop.is_set if self.stop is not None else None,
             )
         finally:
             await target.close()

@@ -185,6 +185,19 @@ def read_agent_config(lab, board: str) -> dict:
         return {}
 
 
+def fleet_token(inventory: Path | None) -> Path | None:
+    """The fleet's admin token the roles keep beside the inventory (npudure_secrets_dir's default)."""
+    path = inventory.parent / "secrets" / "admin-token" if inventory else None
+    return path if path and path.is_file() else None
+
+
+def use_fleet_token(inventory: Path | None) -> None:
+    """This process's admin calls (drain, faults, caps) carry the fleet's token unless one is set."""
+    token = fleet_token(inventory)
+    if token and not os.environ.get(security.ENV_TOKEN):
+        os.environ[security.ENV_TOKEN] = str(token)
+
+
 class Fleet:
     """The provisioned lab seen through its scheduler (all traffic stays on the lab's own addresses)."""
 
@@ -193,6 +206,7 @@ class Fleet:
         self.owned = owned
         self.scheduler = f"{lab.node(SCHEDULER_HOST).address}:{SCHEDULER_PORT}"
         self.boards = [b.name for b in lab.boards]
+        use_fleet_token(lab.inventory_path)
         self._channel = security.channel(self.scheduler, RECONNECT_OPTIONS)
         self.cluster = rpc.ClusterStub(self._channel)
         self._addresses: dict[str, str] = {}

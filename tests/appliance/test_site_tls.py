@@ -1,6 +1,6 @@
 """Mutual TLS in the appliance, on the emulated fleet (root): the npudure_tls role end to end.
 
-site.yml with ``npudure_tls_enabled=true`` (CA in a temporary folder on the controller), a second run
+site.yml with ``npudure_tls_enabled=true`` (CA beside the inventory: inventory/lab/secrets/pki), a second run
 that changes nothing, verify.yml and a short benchmark.yml over TLS; then, from the controller, a
 plaintext client is refused by the scheduler and a certificate from the fleet CA whose CN is not an
 admin identity cannot call SetPolicy, while the operator's admin certificate can.
@@ -42,8 +42,10 @@ QUICK_BENCH = {
 
 
 @pytest.fixture(scope="module")
-def ca_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("fleet-ca") / "pki"
+def ca_dir(fleet: Path) -> Path:  # noqa: F811
+    # The fleet's own CA folder beside its inventory (the role's default): kept across runs on a reused
+    # lab, whose hosts then trust it (the role refuses to make another CA for them).
+    return fleet.parent / "secrets" / "pki"
 
 
 @pytest.fixture(scope="module")

@@ -113,6 +113,9 @@ def main():
         "rknn_toolkit_lite2": toolkit_lite2(args.venv),
         "cpu_governors": governors(args.sysfs_root),
         "npu_clock": npu_clock(args.sysfs_root),
+        # npudure already installed here (else a board joining the fleet: preflight compares what the
+        # play installs only across the installed ones).
+        "installed": os.path.exists(os.path.join(args.venv, "bin", "npudure")),
     }
     print(json.dumps(facts, sort_keys=True))
     return 0

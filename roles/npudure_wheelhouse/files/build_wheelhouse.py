@@ -21,6 +21,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -144,11 +145,23 @@ def check_pinned(wheels: Path, pins: dict[str, str], hashes: dict[str, set[str]]
             raise RuntimeError(f"{name} is locked by hash but no wheel of it was downloaded")
 
 
-def run(cmd: list[str]) -> None:
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+# Zip timestamps of the npudure wheel (1980-01-01, the earliest a zip holds): with the file modes set
+# below, the same source gives the same wheel, byte for byte, on any controller with the same build
+# tools, so a second controller does not reinstall and restart the fleet.
+SOURCE_DATE_EPOCH = "315532800"
+
+
+def run(cmd: list[str], env: dict[str, str] | None = None) -> None:
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     if done.returncode != 0:
         tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-25:])
         raise RuntimeError(f"command failed ({done.returncode}): {' '.join(cmd)}\n{tail}")
+
+
+def normalize_modes(root: Path) -> None:
+    """0644 files, 0755 folders: the zip records each file's mode, which a clone's umask decides."""
+    for path in [root, *root.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
 
 
 def build_npudure_wheel(python: str, project: Path, wheels: Path) -> str:
@@ -160,9 +173,11 @@ def build_npudure_wheel(python: str, project: Path, wheels: Path) -> str:
             if (project / name).is_file():
                 shutil.copy2(project / name, src / name)
         shutil.copytree(project / "npudure", src / "npudure", ignore=IGNORED)
+        normalize_modes(src)
         out = Path(scratch, "out")
+        env = {**os.environ, "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH, "PYTHONHASHSEED": "0"}
         # No build isolation: the controller's setuptools builds it, no index needed for that step.
-        run([python, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(out), str(src)])
+        run([python, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(out), str(src)], env)
         built = sorted(out.glob("npudure-*.whl"))
         if len(built) != 1:
             raise RuntimeError(f"expected one npudure wheel from the build, found {built}")

@@ -1,0 +1,208 @@
+"""Operator scenarios under load: a playbook run (a rolling change, a board leaving...) while clients
+send frames, in both modes at once — one closed loop through the scheduler and one proxyless, each
+on its own — judged by what the issue asks of a change to a live fleet: no failed request and no
+stretch of ``MAX_GAP_S`` or more without a successful reply.
+
+The window is as long as the operation: load starts, a baseline passes, the action runs (however long
+its playbook takes, up to its budget), a tail passes, and the loads stop.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from npudure.bench.payloads import FrameSet
+from npudure.bench.results import write_json
+from npudure.bench.samples import Samples
+from npudure.faults.analysis import error_codes
+from npudure.faults.background import BackgroundLoad, StatusPoller
+
+MAX_GAP_S = 0.5
+MODES = ("scheduler", "proxyless")
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Window:
+    """Seconds since the run's t0."""
+
+    warmup_s: float
+    action_start_s: float
+    action_end_s: float
+    end_s: float
+
+
+@dataclass
+class OperationResult:
+    scenario: str
+    mode: str
+    requests: int = 0
+    failed: int = 0
+    error_codes: dict[str, int] = field(default_factory=dict)
+    longest_gap_s: float | None = None  # longest stretch without a successful reply, in the window
+    gap_at_s: float | None = None  # where it started, s since t0
+    action_s: float | None = None
+    throughput_before: float | None = None
+    throughput_during: float | None = None
+    passed: bool = False
+    why: list[str] = field(default_factory=list)
+
+    @property
+    def throughput_ratio(self) -> float | None:
+        if not self.throughput_before or self.throughput_during is None:
+            return None
+        return self.throughput_during / self.throughput_before
+
+    def as_dict(self) -> dict:
+        d = {k: round(v, 3) if isinstance(v, float) else v for k, v in asdict(self).items()}
+        ratio = self.throughput_ratio
+        d["throughput_ratio"] = None if ratio is None else round(ratio, 3)
+        return d
+
+
+def longest_gap(samples: Samples, start: float, end: float) -> tuple[float, float]:
+    """(length, start) of the longest stretch in [start, end] in which no request came back answered.
+    The window's edges count as replies: a window that starts or ends silent shows as a gap."""
+    done = np.sort(samples.done_s[samples.ok & (samples.done_s >= start) & (samples.done_s <= end)])
+    edges = np.concatenate(([start], done, [end]))
+    steps = np.diff(edges)
+    i = int(np.argmax(steps))
+    return float(steps[i]), float(edges[i])
+
+
+def _rate(samples: Samples, start: float, end: float) -> float | None:
+    if end - start < 0.2:
+        return None
+    return float((samples.ok & (samples.done_s >= start) & (samples.done_s < end)).sum()) / (end - start)
+
+
+def analyse_operation(
+    scenario: str, mode: str, samples: Samples, window: Window, action_error: str | None = None
+) -> OperationResult:
+    r = OperationResult(scenario, mode)
+    r.requests = len(samples)
+    r.error_codes = error_codes(samples)
+    r.failed = sum(r.error_codes.values())
+    r.longest_gap_s, r.gap_at_s = longest_gap(samples, window.warmup_s, window.end_s)
+    r.action_s = window.action_end_s - window.action_start_s
+    r.throughput_before = _rate(samples, window.warmup_s, window.action_start_s)
+    r.throughput_during = _rate(samples, window.action_start_s, window.action_end_s)
+    if action_error:
+        r.why.append(action_error)
+    if r.failed:
+        codes = ", ".join(f"{k} x{v}" for k, v in r.error_codes.items())
+        r.why.append(f"{r.failed} client request(s) failed ({codes})")
+    if r.longest_gap_s >= MAX_GAP_S:
+        r.why.append(
+            f"no successful reply for {r.longest_gap_s:.2f} s from t={r.gap_at_s:.1f} s "
+            f"(the limit is {MAX_GAP_S} s)"
+        )
+    r.passed = not r.why
+    return r
+
+
+def run_operation(
+    scheduler: str,
+    scenario: str,
+    action: Callable[[], object],
+    frames: FrameSet,
+    concurrency: int,
+    out_dir: Path,
+    baseline_s: float = 5.0,
+    tail_s: float = 3.0,
+    budget_s: float = 600.0,
+    warmup_s: float = 1.0,
+    modes: Sequence[str] = MODES,
+    log: Log = print,
+) -> list[OperationResult]:
+    """``action`` (e.g. a playbook run) under one closed loop per mode at ``concurrency`` each."""
+    t0 = time.perf_counter()
+    stop = threading.Event()
+    span = baseline_s + budget_s + tail_s
+    loads = {
+        mode: BackgroundLoad(
+            scheduler, frames.requests, concurrency, warmup_s, span, t0, mode=mode, stop=stop
+        )
+        for mode in modes
+    }
+    poller = StatusPoller(scheduler, t0)
+    poller.start()
+    for load in loads.values():
+        load.start()
+    action_error = None
+    start_s = end_s = None
+    try:
+        time.sleep(warmup_s + baseline_s)
+        dead = [m for m, load in loads.items() if not load.is_alive()]
+        if dead:
+            raise RuntimeError(f"the {'/'.join(dead)} load generator stopped before the action")
+        start_s = time.perf_counter() - t0
+        log(f"{scenario}: running the action under load ({', '.join(modes)}, concurrency {concurrency} each)")
+        try:
+            action()
+        except Exception as exc:  # the action's own failure is a result, not a crash of the run
+            action_error = (
+                f"the action failed: {str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}"
+            )
+        end_s = time.perf_counter() - t0
+        time.sleep(tail_s)
+    finally:
+        stop.set()
+        results = {mode: load.join() for mode, load in loads.items()}
+        polls = poller.stop()
+    out: list[OperationResult] = []
+    for mode, result in results.items():
+        assert start_s is not None and end_s is not None
+        window = Window(warmup_s, start_s, end_s, result.window_end_s)
+        result.samples.save(out_dir / f"samples-{mode}.npz")
+        r = analyse_operation(scenario, mode, result.samples, window, action_error)
+        out.append(r)
+        write_json(
+            out_dir / f"{scenario}-{mode}.json",
+            {
+                "scenario": scenario,
+                "mode": mode,
+                "concurrency": concurrency,
+                "window_s": asdict(window),
+                "load_errors": result.error_messages,
+                "polls": len(polls),
+                "result": r.as_dict(),
+            },
+        )
+    return out
+
+
+COLUMNS = ("scenario", "mode", "requests", "failed", "longest gap s", "action s", "req/s before",
+           "req/s during", "during/before", "verdict")  # fmt: skip
+
+
+def table(results: Sequence[OperationResult]) -> str:
+    def fmt(v: float | None, d: int = 2) -> str:
+        return "-" if v is None else f"{v:.{d}f}"
+
+    rows = [list(COLUMNS)] + [
+        [
+            r.scenario,
+            r.mode,
+            str(r.requests),
+            str(r.failed),
+            fmt(r.longest_gap_s),
+            fmt(r.action_s, 1),
+            fmt(r.throughput_before, 1),
+            fmt(r.throughput_during, 1),
+            "-" if r.throughput_ratio is None else f"{r.throughput_ratio:.0%}",
+            "PASS" if r.passed else "FAIL",
+        ]
+        for r in results
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+    lines = [" | ".join(c.ljust(widths[i]) for i, c in enumerate(row)).rstrip() for row in rows]
+    lines.insert(1, "-+-".join("-" * w for w in widths))
+    notes = [f"  {r.scenario} ({r.mode}): {why}" for r in results for why in r.why]
+    return "\n".join(lines + (["", "Failures:", *notes] if notes else []))

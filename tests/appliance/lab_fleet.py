@@ -1,0 +1,58 @@
+"""The provisioned 3-board emulated fleet for lab tests (helper module, not a test module).
+
+A lab that is already up with the same shape is reused and left running, so the lab test files share
+one lab; otherwise one is booted here and taken down when the caller's context ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+
+@contextmanager
+def running_lab(boards: int = 3) -> Iterator:
+    """The lab, up (reused or booted here), not provisioned."""
+    from npudure.faults import fleet as fleetmod
+    from npudure.lab import Lab, network
+
+    reason = fleetmod.unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    if not Lab().is_up and network.link_exists(network.BRIDGE):
+        pytest.skip(f"another lab is up ({network.BRIDGE} exists) with a different state dir")
+    try:
+        lab, owned = fleetmod.ensure_lab(boards)
+    except fleetmod.FaultsError as exc:  # a lab of another shape is up, or it cannot boot here
+        pytest.skip(str(exc))
+    try:
+        yield lab
+    finally:
+        if owned:
+            lab.down(log=lambda _m: None)
+
+
+@contextmanager
+def provisioned_fleet(boards: int = 3) -> Iterator:
+    """The lab provisioned with site.yml (the fault suite's settings), seen through its scheduler."""
+    from npudure.faults import fleet as fleetmod
+
+    with running_lab(boards) as lab, _fleet(lab, fleetmod) as fl:
+        yield fl
+
+
+@contextmanager
+def _fleet(lab, fleetmod) -> Iterator:
+    fl = None
+    try:
+        assert lab.inventory_path is not None
+        fleetmod.provision(lab.inventory_path, fleetmod.DEFAULT_OVERRIDES)
+        fl = fleetmod.Fleet(lab)
+        ok, states = fl.wait_all_up(90)
+        assert ok, f"boards not UP after provisioning: {states}"
+        yield fl
+    finally:
+        if fl is not None:
+            fl.close()

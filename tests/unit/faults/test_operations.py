@@ -1,0 +1,64 @@
+"""The operator scenarios' arithmetic on timelines made up by hand: failed requests, the longest
+stretch without a reply, throughput before and during the action."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+
+from npudure.bench.samples import from_raw
+from npudure.faults.operations import MAX_GAP_S, Window, analyse_operation, longest_gap, table
+from npudure.proto import inference_pb2 as pb
+
+UNAVAILABLE = grpc.StatusCode.UNAVAILABLE.value[0]
+
+
+def samples(rows: list[tuple[float, float, int]]):
+    """rows: (sent_s, done_s, status code)."""
+    responses = [pb.InferResponse(node="board1").SerializeToString() if c == 0 else None for _, _, c in rows]
+    sent = [r[0] for r in rows]
+    return from_raw(sent, sent, [r[1] for r in rows], [r[2] for r in rows], responses)
+
+
+def steady(start: float, end: float, step: float) -> list[tuple[float, float, int]]:
+    times = [start + i * step for i in range(round((end - start) / step))]
+    return [(t, t + 0.05, 0) for t in times]
+
+
+def test_longest_gap_finds_the_silent_stretch_and_counts_the_edges() -> None:
+    rows = steady(1.0, 5.0, 0.1) + steady(6.2, 10.0, 0.1)
+    length, at = longest_gap(samples(rows), 1.0, 10.0)
+    assert length == pytest.approx(6.25 - 4.95, abs=0.02) and at == pytest.approx(4.95, abs=0.02)
+    # A window that ends in silence is a gap too.
+    length, at = longest_gap(samples(steady(1.0, 5.0, 0.1)), 1.0, 8.0)
+    assert length == pytest.approx(8.0 - 4.95, abs=0.02)
+    # Failed replies do not close a gap.
+    rows = steady(1.0, 5.0, 0.1) + [(5.0 + i / 10, 5.01 + i / 10, UNAVAILABLE) for i in range(10)]
+    rows += steady(6.0, 8.0, 0.1)
+    assert longest_gap(samples(rows), 1.0, 8.0)[0] == pytest.approx(1.1, abs=0.02)
+
+
+def test_a_smooth_roll_passes_with_its_throughput_ratio() -> None:
+    rows = steady(1.0, 6.0, 0.05) + steady(6.0, 20.0, 0.075) + steady(20.0, 23.0, 0.05)
+    r = analyse_operation("rolling-change", "scheduler", samples(rows), Window(1.0, 6.0, 20.0, 23.0))
+    assert r.passed, r.why
+    assert r.failed == 0 and r.longest_gap_s < MAX_GAP_S
+    assert r.throughput_before == pytest.approx(20.0, rel=0.05)
+    assert r.throughput_during == pytest.approx(13.3, rel=0.05)
+    assert r.throughput_ratio == pytest.approx(2 / 3, rel=0.05)
+    assert r.action_s == pytest.approx(14.0)
+    assert "PASS" in table([r]) and "67%" in table([r])
+
+
+def test_failed_requests_a_long_gap_or_a_failed_action_fail_the_scenario() -> None:
+    rows = [*steady(1.0, 6.0, 0.05), (6.0, 6.1, UNAVAILABLE), *steady(7.0, 12.0, 0.05)]
+    r = analyse_operation(
+        "rolling-change", "proxyless", samples(rows), Window(1.0, 5.0, 10.0, 12.0), "the action failed: rc 2"
+    )
+    assert not r.passed
+    assert r.error_codes == {"UNAVAILABLE": 1}
+    assert r.longest_gap_s == pytest.approx(1.05, abs=0.02)
+    assert any("1 client request(s) failed (UNAVAILABLE x1)" in w for w in r.why)
+    assert any("no successful reply for 1.05 s" in w for w in r.why)
+    assert r.why[0] == "the action failed: rc 2"
+    assert "FAIL" in table([r]) and "Failures:" in table([r])
