@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import grpc
 import pytest
-from fleet_ops import failures, start_load
+from fleet_ops import board_states, failures, start_load, wait_for
 
 from npudure.lab.local import LocalCluster
 from npudure.proto import inference_pb2 as pb
@@ -71,6 +71,8 @@ def test_a_token_rotation_with_overlap_fails_nothing(tmp_path, monkeypatch: pyte
         _write(token_file, NEW)
         for name in list(cluster.agents):
             cluster.restart_agent(name)
+            # As a roll does: the next board only once the scheduler has this one back.
+            wait_for(f"{name} UP", lambda name=name: board_states(cluster)[name] == "UP")
         assert not _admin_ok(board1, OLD, node=True) and _admin_ok(board1, NEW, node=True)
         assert _scheduler_reaches_agents(cluster, NEW)  # what the scheduler sends is accepted
         cluster.restart_scheduler()
