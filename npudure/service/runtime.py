@@ -20,8 +20,9 @@ SERVER_OPTIONS = [("grpc.so_reuseport", 0)]
 
 MALLOC_TUNING = {"MALLOC_MMAP_THRESHOLD_": "67108864", "MALLOC_TRIM_THRESHOLD_": "1073741824"}
 # The scheduler also caps glibc's malloc arenas: gRPC's threads each filled an arena of their own with
-# freed 1.2 MB frames that it never returned, and the RSS climbed (+0.74 MiB/min over 25 min on
-# loopback, Python objects flat under tracemalloc); two arenas held it flat (-0.03 MiB/min).
+# freed 1.2 MB frames (6 thread arenas of 7-10 MiB after 16 min on loopback) while the Python objects
+# stayed flat under tracemalloc. Two arenas: ~85 instead of ~105 MiB after 5 min; whether the slow
+# climb stops needs a soak longer than the 8-9 min ones run so far (benchmarks/scheduler_memory.py).
 SCHEDULER_MALLOC_TUNING = {**MALLOC_TUNING, "MALLOC_ARENA_MAX": "2"}
 
 
