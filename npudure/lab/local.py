@@ -26,7 +26,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from npudure.config import BACKENDS
 from npudure.scheduler.policies import POLICIES
 from npudure.security import access as security
-from npudure.service.runtime import MALLOC_TUNING
+from npudure.service.runtime import MALLOC_TUNING, SCHEDULER_MALLOC_TUNING
 
 
 def free_port() -> int:
@@ -192,7 +192,7 @@ class LocalCluster:
         return Proc(name, config["listen"], path, self.workdir / f"{name}.log")
 
     def _spawn(self, proc: Proc, kind: str) -> None:
-        env = {**os.environ, **MALLOC_TUNING}
+        env = {**os.environ, **(SCHEDULER_MALLOC_TUNING if kind == "scheduler" else MALLOC_TUNING)}
         with proc.log_path.open("ab") as log:
             proc.process = subprocess.Popen(
                 [
