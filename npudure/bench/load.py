@@ -53,8 +53,9 @@ class Target:
             list(options)
             if options is not None
             else [
-                # Retry UNAVAILABLE and wait for a reconnect: a scheduler restart costs no request.
-                *central_options(max_message_bytes),
+                # Calls wait for a reconnect (a scheduler restart costs no request), but a server's
+                # own error is never retried away: the benchmark counts it.
+                *central_options(max_message_bytes, retry=False),
                 # Without a local subchannel pool, channels with identical options share one connection.
                 ("grpc.use_local_subchannel_pool", 1),
             ]

@@ -38,10 +38,21 @@ SERVICE_CONFIG = {
 }
 
 
-def central_options(max_message_bytes: int = MAX_MESSAGE_BYTES) -> list[tuple[str, object]]:
+def service_config(retry: bool = True) -> dict:
+    """The service config; without ``retry`` only waitForReady (gRPC still replays, transparently, a
+    call that never reached the server, e.g. one sent as GOAWAY arrived)."""
+    if retry:
+        return SERVICE_CONFIG
+    method = {k: v for k, v in SERVICE_CONFIG["methodConfig"][0].items() if k != "retryPolicy"}
+    return {"methodConfig": [method]}
+
+
+def central_options(
+    max_message_bytes: int = MAX_MESSAGE_BYTES, retry: bool = True
+) -> list[tuple[str, object]]:
     """Channel arguments for a client of the scheduler (besides the target and credentials)."""
     return [
-        ("grpc.service_config", json.dumps(SERVICE_CONFIG)),
+        ("grpc.service_config", json.dumps(service_config(retry))),
         ("grpc.enable_retries", 1),
         # A retry replays the request from a buffer; the default 256 KiB cannot hold a 1.2 MB frame,
         # and a call whose request does not fit is never retried.

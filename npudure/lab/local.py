@@ -26,7 +26,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from npudure.config import BACKENDS
 from npudure.scheduler.policies import POLICIES
 from npudure.security import access as security
-from npudure.service.runtime import MALLOC_TUNING
+from npudure.service.runtime import MALLOC_TUNING, SCHEDULER_MALLOC_TUNING
 
 
 def free_port() -> int:
@@ -165,7 +165,7 @@ class LocalCluster:
         return Proc(name, config["listen"], path, self.workdir / f"{name}.log")
 
     def _spawn(self, proc: Proc, kind: str) -> None:
-        env = {**os.environ, **MALLOC_TUNING}
+        env = {**os.environ, **(SCHEDULER_MALLOC_TUNING if kind == "scheduler" else MALLOC_TUNING)}
         with proc.log_path.open("ab") as log:
             proc.process = subprocess.Popen(
                 [
@@ -186,8 +186,12 @@ class LocalCluster:
 
     def stop(self) -> None:
         procs = [p for p in [self.scheduler, *self.agents.values()] if p and p.process]
+        # SIGTERM to all first: each drains for shutdown.drain_s, in parallel rather than in turn.
         for proc in procs:
-            _terminate(proc.process)
+            if proc.process.poll() is None:
+                proc.process.send_signal(signal.SIGTERM)
+        for proc in procs:
+            _terminate(proc.process, signalled=True)
         if self._set_env:
             os.environ.pop(security.ENV_TOKEN, None)
             self._set_env = False
@@ -232,10 +236,11 @@ class LocalCluster:
         return proc.log_path.read_text(errors="replace") if proc.log_path.exists() else ""
 
 
-def _terminate(process: subprocess.Popen, timeout_s: float = 10.0) -> None:
+def _terminate(process: subprocess.Popen, timeout_s: float = 10.0, signalled: bool = False) -> None:
     if process.poll() is not None:
         return
-    process.send_signal(signal.SIGTERM)
+    if not signalled:
+        process.send_signal(signal.SIGTERM)
     try:
         process.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:

@@ -11,6 +11,7 @@ from npudure.security.access import ListenError, SecurityError
 from npudure.service import memprofile
 from npudure.service.runtime import (
     EX_CONFIG,
+    SCHEDULER_MALLOC_TUNING,
     add_service_arguments,
     ensure_malloc_tuning,
     load_service_config,
@@ -49,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"npudure scheduler: {exc}", file=sys.stderr)
         return 2
-    ensure_malloc_tuning()
+    ensure_malloc_tuning(SCHEDULER_MALLOC_TUNING)
     setup_logging(args.log_level)
     from npudure.scheduler.server import StartupError, serve
 

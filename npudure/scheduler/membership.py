@@ -88,16 +88,25 @@ def restart_needed(old: SchedulerConfig, new: SchedulerConfig) -> list[str]:
     ]
 
 
-async def check_addresses(boards: Sequence[BoardConfig]) -> None:
-    """Every new board's host resolves: a typo is refused, not added as a board that never comes up."""
-    bad = []
+async def check_addresses(boards: Sequence[BoardConfig]) -> dict[str, str]:
+    """Every new board's host resolves (a typo is refused, not added as a board that never comes up);
+    name -> IP:port, what GetRoute lists."""
+    bad, resolved = [], {}
     for board in boards:
         try:
-            await asyncio.to_thread(resolve, board.address)
+            resolved[board.name] = await asyncio.to_thread(resolve, board.address)
         except (OSError, ValueError) as exc:
             bad.append(f"board {board.name}: cannot resolve {board.address} ({exc})")
     if bad:
         raise ReloadError("; ".join(bad))
+    return resolved
+
+
+class LeaseLike(Protocol):
+    holder: str
+    expires: float  # time.monotonic()
+
+    def current(self) -> str: ...
 
 
 class Host(Protocol):
@@ -111,6 +120,7 @@ class Host(Protocol):
     serving: ServingPusher
     monitors: list[BoardMonitor]
     metrics: SchedulerMetrics
+    lease: LeaseLike
     _tasks: list[asyncio.Task[None]]
     _resolved: dict[str, str]
 
@@ -128,11 +138,14 @@ class Membership:
     # ------------------------------------------------------------------ state across restarts
     def snapshot(self) -> state.SavedState:
         host = self.host
+        holder = host.lease.current()
         return state.SavedState(
             policy=host.dispatch.policy.name,
             config_policy=host.config.policy,
             drained=sorted(b.name for b in host.boards if b.draining and b.name not in self.leaving),
             inactive=sorted(b.name for b in host.boards if not b.active),
+            lease_holder=holder,
+            lease_until_unix=time.time() + host.lease.expires - time.monotonic() if holder else 0.0,
         )
 
     def save(self) -> None:
@@ -155,12 +168,16 @@ class Membership:
             board.active = board.name not in inactive
         policy = saved.policy_for(host.config.policy)
         host.dispatch.policy = make_policy(policy)
+        left_s = saved.lease_until_unix - time.time()
+        if saved.lease_holder and left_s > 0:
+            host.lease.holder, host.lease.expires = saved.lease_holder, time.monotonic() + left_s
         log.info(
-            "restored from %s: policy %s, drained %s, inactive %s",
+            "restored from %s: policy %s, drained %s, inactive %s, lease %s",
             self.state_path,
             policy,
             ", ".join(b.name for b in host.boards if b.draining) or "none",
             ", ".join(sorted(inactive)) or "none",
+            host.lease.current() or "none",
         )
 
     # ------------------------------------------------------------------ reload
@@ -174,10 +191,11 @@ class Membership:
             raise ReloadError("this scheduler was not started from a config file: nothing to reload")
         new = read_config(host.config_path)
         diff = diff_boards({b.name: b.address for b in host.boards}, self.leaving, new.boards)
-        await check_addresses(diff.added)
+        resolved = await check_addresses(diff.added)
         old = host.config
         host.config = old.model_copy(update={"boards": new.boards, "policy": new.policy})
         for board in diff.added:
+            host._resolved[board.name] = resolved[board.name]  # the route can list it at once
             self._add(board)
         for name in diff.removed:
             self._leave(host.by_name[name])

@@ -190,13 +190,17 @@ class Scheduler(rpc.ClusterServicer):
         if not request.holder:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "a lease needs a holder name")
         try:
-            return self.lease.acquire(request.holder, request.ttl_s or 30.0)
+            lease = self.lease.acquire(request.holder, request.ttl_s or 30.0)
         except DispatchError as exc:
             await context.abort(exc.code, str(exc))
+        self.membership.save()
+        return lease
 
     async def ReleaseLease(self, request: pb.LeaseRequest, context) -> pb.Lease:
         await self.admin.check(context, "ReleaseLease")
-        return self.lease.release(request.holder)
+        lease = self.lease.release(request.holder)
+        self.membership.save()
+        return lease
 
     async def GetRoute(self, request: pb.RouteRequest, context) -> pb.Route:
         for board in self.boards:

@@ -1,6 +1,6 @@
 """What an operator set at run time and a scheduler restart must not forget: drained boards, the
-active set, the policy. One JSON file, replaced atomically (write a temporary file beside it, fsync,
-rename), so a crash mid-write leaves the old state or the new one, never half of either.
+active set, the policy, the benchmark lease. One JSON file, replaced atomically (write a temporary
+file beside it, fsync, rename), so a crash mid-write leaves the old state or the new one, never half.
 
 The board set itself is the config file's; saved names that are no longer in it are ignored. The
 policy is kept only while the config's policy is the one it was set against: an operator who then
@@ -31,6 +31,9 @@ class SavedState:
     drained: list[str] = field(default_factory=list)
     # Boards out of the active set (so that a board added later starts active).
     inactive: list[str] = field(default_factory=list)
+    # The benchmark lease: its holder and when it lapses (wall clock: it must survive the process).
+    lease_holder: str = ""
+    lease_until_unix: float = 0.0
 
     def policy_for(self, config_policy: str) -> str:
         return self.policy if self.config_policy == config_policy else config_policy
@@ -68,6 +71,8 @@ def load(path: Path) -> SavedState | None:
             config_policy=str(data["config_policy"]),
             drained=[str(n) for n in data.get("drained", [])],
             inactive=[str(n) for n in data.get("inactive", [])],
+            lease_holder=str(data.get("lease_holder", "")),
+            lease_until_unix=float(data.get("lease_until_unix", 0.0)),
         )
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
         log.warning("ignoring the saved state %s (starting from the config): %s", path, exc)

@@ -8,8 +8,10 @@ and proxyless (straight to the boards on the scheduler's route).
 
 from __future__ import annotations
 
+import threading
 import time
 
+import grpc
 import pytest
 from fleet_ops import (
     add_agent,
@@ -24,11 +26,15 @@ from fleet_ops import (
     wait_for,
     write_boards,
 )
+from loadgen import frame_bytes
+from mtls_cluster import as_client, tls_section
 
+import npudure
 from npudure.lab.local import LocalCluster, wait_serving
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
+from npudure.security import pki
 
 MODES = ["scheduler", "proxyless"]
 
@@ -107,7 +113,9 @@ def test_a_bad_board_list_fails_the_reload_and_the_scheduler_keeps_its_boards() 
             assert set(board_states(cluster).values()) == {"UP"}
 
 
-def test_a_scheduler_restart_costs_central_clients_nothing_and_keeps_drains_and_policy(tmp_path) -> None:
+def test_a_scheduler_restart_costs_central_clients_nothing_and_keeps_drains_policy_and_lease(
+    tmp_path,
+) -> None:
     with _cluster(
         workdir=tmp_path, scheduler_overrides={"state_file": str(tmp_path / "state.json")}
     ) as cluster:
@@ -115,6 +123,7 @@ def test_a_scheduler_restart_costs_central_clients_nothing_and_keeps_drains_and_
             admin = rpc.ClusterStub(channel)
             admin.DrainNode(pb.DrainNodeRequest(node="board3", drain=True), timeout=5)
             admin.SetPolicy(pb.SetPolicyRequest(policy="round_robin"), timeout=5)
+            admin.AcquireLease(pb.LeaseRequest(holder="bench on host", ttl_s=300), timeout=5)
         load = start_load(cluster, "scheduler", duration_s=8.0)
         time.sleep(2.0)
         sigterm(cluster.scheduler)
@@ -126,4 +135,56 @@ def test_a_scheduler_restart_costs_central_clients_nothing_and_keeps_drains_and_
     assert total > 50
     assert failed == 0, errors
     assert after.policy == "round_robin"
+    assert after.lease_holder == "bench on host"
     assert {b.name: pb.BoardState.Name(b.state)[12:] for b in after.boards}["board3"] == "DRAINING"
+
+
+def test_the_reload_command_reaches_a_tls_scheduler_with_its_own_identity(tmp_path, monkeypatch) -> None:
+    ca = tmp_path / "ca"
+    pki.make_ca(ca)
+    agent = tls_section(pki.issue(ca, "board", ["127.0.0.1"], tmp_path / "agent"))
+    scheduler = tls_section(pki.issue(ca, "npudure-scheduler", ["127.0.0.1"], tmp_path / "scheduler"))
+    admin = {"token_file": str(security.write_token(tmp_path / "admin-token"))}
+    as_client(monkeypatch, pki.issue(ca, "npudure-admin", [], tmp_path / "admin", usage="client"))
+    monkeypatch.setenv(security.ENV_TOKEN, admin["token_file"])
+    with LocalCluster(
+        boards=2,
+        time_scale=5.0,
+        agent_overrides={"tls": agent, "admin": {**admin, "identities": ["npudure-scheduler"]}},
+        scheduler_overrides={"tls": scheduler, "admin": admin},
+    ) as cluster:
+        write_boards(cluster, [("board1", cluster.agents["board1"].address)])
+        done = reload(cluster)
+        assert done.returncode == 0, done.stderr
+        assert "removing board2" in done.stdout
+        wait_for("board2 to leave", lambda: list(board_states(cluster)) == ["board1"])
+
+
+def test_npudure_connect_in_central_mode_rides_out_a_scheduler_restart() -> None:
+    request = pb.InferRequest(encoding=pb.ENCODING_RAW_RGB, frame=frame_bytes())
+    served, errors = [], []
+    stop = threading.Event()
+    with (
+        LocalCluster(boards=2, time_scale=3.0) as cluster,
+        npudure.connect(cluster.address, mode="central") as client,
+    ):
+
+        def worker() -> None:
+            while not stop.is_set():
+                try:
+                    served.append(client.infer(request, timeout=15).node)
+                except grpc.RpcError as exc:
+                    errors.append(f"{exc.code().name}: {exc.details()}")
+
+        threads = [threading.Thread(target=worker) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        time.sleep(1.5)
+        before = len(served)
+        cluster.restart_scheduler()
+        time.sleep(1.5)
+        stop.set()
+        for thread in threads:
+            thread.join(30)
+    assert before > 5 and len(served) > before + 5
+    assert errors == []

@@ -28,3 +28,10 @@ def test_connect_knows_two_modes() -> None:
         assert isinstance(client, central.Central)
     with pytest.raises(ValueError, match="use proxyless or central"):
         connect("127.0.0.1:1", mode="direct")
+
+
+def test_the_benchmarks_channel_waits_for_a_reconnect_but_retries_no_server_error() -> None:
+    config = json.loads(dict(central.central_options(retry=False))["grpc.service_config"])
+    method = config["methodConfig"][0]
+    assert method["waitForReady"] is True and "retryPolicy" not in method
+    assert "retryPolicy" in central.SERVICE_CONFIG["methodConfig"][0]  # the shared default untouched

@@ -12,7 +12,14 @@ from npudure.scheduler.state import SavedState
 
 
 def test_a_saved_state_reads_back(tmp_path: Path) -> None:
-    saved = SavedState(policy="p2c", config_policy="least_inflight", drained=["b2"], inactive=["b3"])
+    saved = SavedState(
+        policy="p2c",
+        config_policy="least_inflight",
+        drained=["b2"],
+        inactive=["b3"],
+        lease_holder="bench pid 7",
+        lease_until_unix=1.8e9,
+    )
     path = tmp_path / "state.json"
     state.save(path, saved)
     assert state.load(path) == saved
