@@ -3,7 +3,7 @@ load in both modes at once (one closed loop through the scheduler, one proxyless
 npudure.faults.operations: no failed request and no stretch of 0.5 s or more without a reply (less
 any part of it during which the load generator's own process was stalled: then it measured nothing).
 Reuses a lab that is up with the same shape (tests/appliance/lab_fleet.py). 20-40 minutes on the shared
-2-core box (each site.yml run goes one board at a time):
+2-core box (the measured roll goes one board at a time):
     sudo .venv/bin/pytest -m lab tests/appliance/test_operations_fleet.py -s
 """
 
@@ -41,7 +41,12 @@ def test_rolling_change_under_load_costs_no_request(fleet, tmp_path: Path) -> No
 
     before = fleetmod.read_agent_config(fleet.lab, fleet.boards[0])["postprocess"]["score_threshold"]
     threshold = 0.3 if before != 0.3 else 0.25  # a change on a reused lab too
-    overrides = {**fleetmod.DEFAULT_OVERRIDES, "npudure_agent_score_threshold": threshold}
+    # One board at a time (the role's default; the lab's converging runs go all at once).
+    overrides = {
+        **fleetmod.DEFAULT_OVERRIDES,
+        "npudure_agent_score_threshold": threshold,
+        "npudure_serial": 1,
+    }
     pids = _main_pids(fleet)
     log = tmp_path / "site.log"
     results = run_operation(
