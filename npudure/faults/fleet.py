@@ -35,6 +35,9 @@ DEFAULT_OVERRIDES: dict[str, object] = {
     # A hung NPU worker makes the agent report NOT_SERVING after 1 s (role default 10 s): the scheduler
     # then takes the board out by health, not only by its board_timeout_s (2 s) on each request.
     "npudure_agent_hang_timeout_s": 1.0,
+    # Every board in one batch: converging the lab before a measurement need not roll one board at a
+    # time (3x slower on this host); the operator scenarios that measure a roll set 1.
+    "npudure_serial": "100%",
 }
 # Same reconnect backoff as the scheduler's own board channels: a restarted peer is found in < 2 s
 # instead of gRPC's default 1-120 s client backoff, so recovery times measure the cluster.

@@ -1,7 +1,9 @@
 """Operator scenarios on the emulated fleet (root): a rolling change through playbooks/site.yml under
 load in both modes at once (one closed loop through the scheduler, one proxyless), judged by
-npudure.faults.operations: no failed request and no stretch of 0.5 s or more without a reply.
-Reuses a lab that is up with the same shape (tests/appliance/lab_fleet.py). About 5 minutes:
+npudure.faults.operations: no failed request and no stretch of 0.5 s or more without a reply (less
+any part of it during which the load generator's own process was stalled: then it measured nothing).
+Reuses a lab that is up with the same shape (tests/appliance/lab_fleet.py). 20-40 minutes on the shared
+2-core box (the measured roll goes one board at a time):
     sudo .venv/bin/pytest -m lab tests/appliance/test_operations_fleet.py -s
 """
 
@@ -39,7 +41,12 @@ def test_rolling_change_under_load_costs_no_request(fleet, tmp_path: Path) -> No
 
     before = fleetmod.read_agent_config(fleet.lab, fleet.boards[0])["postprocess"]["score_threshold"]
     threshold = 0.3 if before != 0.3 else 0.25  # a change on a reused lab too
-    overrides = {**fleetmod.DEFAULT_OVERRIDES, "npudure_agent_score_threshold": threshold}
+    # One board at a time (the role's default; the lab's converging runs go all at once).
+    overrides = {
+        **fleetmod.DEFAULT_OVERRIDES,
+        "npudure_agent_score_threshold": threshold,
+        "npudure_serial": 1,
+    }
     pids = _main_pids(fleet)
     log = tmp_path / "site.log"
     results = run_operation(
@@ -61,7 +68,7 @@ def test_rolling_change_under_load_costs_no_request(fleet, tmp_path: Path) -> No
     for r in results:
         assert r.requests > 100, r
         assert r.failed == 0, (r.mode, r.error_codes)
-        assert r.longest_gap_s is not None and r.longest_gap_s < MAX_GAP_S, (
+        assert r.longest_gap_s is not None and r.longest_gap_s - r.gap_stalled_s < MAX_GAP_S, (
             r.mode,
             r.longest_gap_s,
             r.gap_at_s,
@@ -146,7 +153,7 @@ def test_a_board_leaves_and_joins_the_live_fleet(fleet, tmp_path: Path) -> None:
     assert _sched_pid(fleet) == sched_pid, "the scheduler restarted instead of reloading its board set"
     for r in removed + joined:
         assert r.failed == 0, (r.scenario, r.mode, r.error_codes)
-        assert r.longest_gap_s is not None and r.longest_gap_s < MAX_GAP_S, (
+        assert r.longest_gap_s is not None and r.longest_gap_s - r.gap_stalled_s < MAX_GAP_S, (
             r.scenario,
             r.mode,
             r.longest_gap_s,

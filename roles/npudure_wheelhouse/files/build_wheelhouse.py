@@ -177,7 +177,8 @@ def build_npudure_wheel(python: str, project: Path, wheels: Path) -> str:
         out = Path(scratch, "out")
         env = {**os.environ, "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH, "PYTHONHASHSEED": "0"}
         # No build isolation: the controller's setuptools builds it, no index needed for that step.
-        run([python, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(out), str(src)], env)
+        cmd = [python, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(out), str(src)]
+        run(cmd, env)
         built = sorted(out.glob("npudure-*.whl"))
         if len(built) != 1:
             raise RuntimeError(f"expected one npudure wheel from the build, found {built}")

@@ -7,7 +7,7 @@ import grpc
 import pytest
 
 from npudure.bench.samples import from_raw
-from npudure.faults.operations import MAX_GAP_S, Window, analyse_operation, longest_gap, table
+from npudure.faults.operations import MAX_GAP_S, Window, analyse_operation, longest_gap, stalled_during, table
 from npudure.proto import inference_pb2 as pb
 
 UNAVAILABLE = grpc.StatusCode.UNAVAILABLE.value[0]
@@ -62,3 +62,14 @@ def test_failed_requests_a_long_gap_or_a_failed_action_fail_the_scenario() -> No
     assert any("no successful reply for 1.05 s" in w for w in r.why)
     assert r.why[0] == "the action failed: rc 2"
     assert "FAIL" in table([r]) and "Failures:" in table([r])
+
+
+def test_a_gap_while_the_load_generator_itself_stalled_is_shown_but_not_the_fleets() -> None:
+    rows = [*steady(1.0, 6.0, 0.05), *steady(7.0, 12.0, 0.05)]  # silent from 6.0 to 7.05
+    window = Window(1.0, 5.0, 10.0, 12.0)
+    stalled = analyse_operation("rolling-change", "scheduler", samples(rows), window, stalls=[(5.98, 0.9)])
+    assert stalled.passed, stalled.why
+    assert stalled.gap_stalled_s == pytest.approx(0.9, abs=0.05)
+    partly = analyse_operation("rolling-change", "scheduler", samples(rows), window, stalls=[(6.0, 0.3)])
+    assert not partly.passed and partly.gap_stalled_s == pytest.approx(0.3, abs=0.01)
+    assert stalled_during([(1.0, 1.0), (5.0, 2.0)], 1.5, 4.0) == pytest.approx(1.0)
