@@ -84,3 +84,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         if skip_is_a_failure(item.get_closest_marker("lab") is not None, reason):
             report.outcome = "failed"
             report.longrepr = f"a lab test skipped on a machine that can run it (root or CI): {reason}"
+
+
+# ---------------------------------------------------------------------- long lab scenarios
+# A scenario marked ``long`` takes longer than CI's budget allows (e.g. a board leaving and joining the
+# live fleet, ~20 min on a 2-core host): it runs only when asked for by name, ``pytest -m long``.
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if "long" in (config.getoption("markexpr") or ""):
+        return
+    kept = [item for item in items if item.get_closest_marker("long") is None]
+    if len(kept) != len(items):
+        config.hook.pytest_deselected(items=[i for i in items if i.get_closest_marker("long") is not None])
+        items[:] = kept

@@ -33,8 +33,6 @@ PACKAGES = (
     "procps",
     "sudo",
     "iputils-ping",
-    # The scheduler host's Prometheus (roles/npudure_monitoring): lab hosts have no mirror to install from.
-    "prometheus",
 )
 MARKER = ".npudure-lab-image.json"
 DEFAULT_CACHE = Path("/var/cache/npudure/lab-image-bookworm")
@@ -157,10 +155,6 @@ def finish_image(root: Path) -> None:
         key.unlink()  # each board gets its own host keys
     for deb in (root / "var/cache/apt/archives").glob("*.deb"):
         deb.unlink()
-    # Prometheus runs only where roles/npudure_monitoring enables it (the scheduler), not on every board.
-    wants = root / "etc/systemd/system/multi-user.target.wants/prometheus.service"
-    if wants.is_symlink():
-        wants.unlink()
     conf = root / "etc/ssh/sshd_config.d/npudure-lab.conf"
     conf.parent.mkdir(parents=True, exist_ok=True)
     conf.write_text(

@@ -109,6 +109,7 @@ def _playbook(fleet, name: str, extra: dict, log: Path) -> None:
         )
 
 
+@pytest.mark.long
 @pytest.mark.timeout(2400)
 def test_a_board_leaves_and_joins_the_live_fleet(fleet, tmp_path: Path) -> None:
     """remove-board.yml, then site.yml brings it back: both under load, the scheduler never restarted."""
