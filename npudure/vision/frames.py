@@ -58,16 +58,21 @@ def decode(encoding: int, frame: bytes) -> np.ndarray:
     return decode_checked(encoding, frame)
 
 
+def _within_budget(jpeg: bytes) -> None:
+    """The decoder's work bounded before any pixel is decoded (scans, marker segments)."""
+    try:
+        decode_budget.count_scans(jpeg)
+    except decode_budget.BudgetError as exc:
+        raise FrameError(str(exc)) from None
+
+
 def decode_checked(encoding: int, frame: bytes) -> np.ndarray:
     """Decode a frame that ``check_request`` already passed (the agent checks once, at its edge)."""
     if encoding == pb.ENCODING_RAW_RGB:
         return np.frombuffer(frame, dtype=np.uint8).reshape(FRAME_SHAPE)
     from PIL import Image
 
-    try:  # the decoder's work bounded before any pixel is decoded (scans, marker segments)
-        decode_budget.count_scans(frame)
-    except decode_budget.BudgetError as exc:
-        raise FrameError(str(exc)) from None
+    _within_budget(frame)
     try:
         # Image.open reads only the header: the claimed size is checked here, before any pixel is decoded.
         with Image.open(io.BytesIO(frame), formats=["JPEG"]) as image:
@@ -144,10 +149,7 @@ def decode_for_model(encoding: int, frame: bytes, size: int = INPUT_SIZE) -> tup
 
     kind = _FORMATS.get(encoding, "JPEG")
     if kind == "JPEG":
-        try:  # the decoder's work bounded before any pixel is decoded (scans, marker segments)
-            decode_budget.count_scans(frame)
-        except decode_budget.BudgetError as exc:
-            raise FrameError(str(exc)) from None
+        _within_budget(frame)
     try:
         with Image.open(io.BytesIO(frame), formats=[kind]) as image:
             w, h = image.size
