@@ -202,6 +202,7 @@ def _measure(
         row["stage_cpu_ms_per_frame"] = {k: v for k, v in stages.items() if v > 0}
         loop = "npudure_agent_loop_thread_cpu_seconds_total"
         row["loop_thread_cpu_ms_per_frame"] = (after.get(loop, 0) - before.get(loop, 0)) * 1e3 / n
+        row["stage_frames"] = n
         row["stages_sum_ms"] = sum(stages.values())
         row["other_ms"] = row["process_cpu_ms_per_frame"] - row["stages_sum_ms"]
     return row
@@ -294,6 +295,9 @@ def _median_rows(rows: list[dict[str, Any]]) -> dict[str, Any]:
             for k in stage_keys
         }
     med["failures"] = sum(r["failures"] for r in rows)
+    med["frames"] = sum(r["frames"] for r in rows)
+    if all("stage_frames" in r for r in rows):
+        med["stage_frames"] = sum(r["stage_frames"] for r in rows)
     return med
 
 
