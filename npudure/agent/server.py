@@ -227,6 +227,13 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
             utilization=utilization,
             emulation_model_s_total=model_s,
             emulation_actual_s_total=actual_s,
+            stage_cpu=[
+                pb.StageCpu(stage=stage, thread=thread, seconds=seconds)
+                for (stage, thread), seconds in self.cpu.seconds().items()
+                if seconds
+            ],
+            stage_cpu_frames=self.cpu.frames,
+            loop_thread_cpu_s=self.cpu.loop_seconds() or 0.0,
         )
 
     async def GetStatus(

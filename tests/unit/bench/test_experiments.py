@@ -288,3 +288,19 @@ def test_local_compares_each_board_straight_with_the_cluster_path() -> None:
     row = experiments.get("local").tables("local", agg)["local.csv"][0]
     assert row["local_throughput_inf_per_s"] == 100.0 and row["cluster_throughput_inf_per_s"] == 95.0
     assert "straight to the agent" in "\n".join(experiments.get("local").markdown("local", agg))
+
+
+def test_local_reports_the_agents_cpu_per_frame_median_over_runs() -> None:
+    ctx = PlanContext(("board1",), "local")
+    specs = plan("local", ctx, per_board=2, repetitions=3)
+    runs = [fake_run(s, {"board1": 20.0}, 100.0) for s in specs]
+    for i, run in enumerate(runs):  # three runs per path: 1, 2, 3 ms of reply on the loop
+        run.meta["agent_cpu_ms_per_frame"] = {
+            "board1": {"reply/loop": 1.0 + i // 2, "loop_thread": 2.0 + i // 2, "stages": 1.0 + i // 2}
+        }
+    agg = experiments.get("local").aggregate(runs)
+    cpu = agg["boards"]["board1"]["agent_cpu_ms_per_frame"]
+    assert set(cpu) == {"local", "cluster"} and cpu["local"]["reply/loop"] in (1.0, 2.0, 3.0)
+    assert sorted([cpu["local"]["reply/loop"], cpu["cluster"]["reply/loop"]]) == [2.0, 2.0]
+    lines = "\n".join(experiments.get("local").summary_lines("local", agg))
+    assert "agent CPU (local): event-loop thread 3.000 ms/frame, stages 2.000" in lines
