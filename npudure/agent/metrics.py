@@ -79,6 +79,7 @@ class AgentMetrics:
             buckets=STAGE_BUCKETS,
             registry=self.registry,
         )
+        self._stages: dict[str, Histogram] = {}
         self.hung_workers = Gauge(
             "npudure_agent_hung_workers", "Workers stuck past the hang timeout", registry=self.registry
         )
@@ -87,6 +88,13 @@ class AgentMetrics:
             "Hung NPU contexts replaced by new ones",
             registry=self.registry,
         )
+
+    def stage(self, name: str) -> Histogram:
+        """The stage's histogram child, looked up once (``labels()`` costs ~2 µs a call, 7 per frame)."""
+        child = self._stages.get(name)
+        if child is None:
+            child = self._stages[name] = self.stage_seconds.labels(name)
+        return child
 
     def watch_admin(self, guard: AdminGuard) -> None:
         self.registry.register(AdminRefusals(lambda: guard.refused))

@@ -164,7 +164,7 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
             ("postprocess", result.postprocess_s),
             ("board_total", total),
         ):
-            self.metrics.stage_seconds.labels(stage).observe(seconds)
+            self.metrics.stage(stage).observe(seconds)
         self.served += 1
         self.metrics.requests.labels("OK").inc()
         busy = decode_s + result.preprocess_s + result.inference_s + result.postprocess_s
