@@ -15,8 +15,9 @@ LOOP = "loop_thread"
 
 
 def counters(node: pb.NodeStatus | None) -> dict[str, float] | None:
-    """A board's cumulative counters, or None when its agent reports none (older agent, no status)."""
-    if node is None or not node.stage_cpu_frames:
+    """A board's cumulative counters (all 0 on a fresh agent, or one older than these fields), None
+    without a status."""
+    if node is None:
         return None
     out = {f"{s.stage}/{s.thread}": s.seconds for s in node.stage_cpu}
     out["frames"] = float(node.stage_cpu_frames)
@@ -26,7 +27,7 @@ def counters(node: pb.NodeStatus | None) -> dict[str, float] | None:
 
 def per_frame_ms(before: dict[str, float] | None, after: dict[str, float] | None) -> dict[str, float] | None:
     """CPU-ms per frame by ``stage/thread``, ``loop_thread`` and ``stages`` (their sum) over a run."""
-    if not before or not after:
+    if before is None or after is None:
         return None
     frames = after["frames"] - before["frames"]
     if frames <= 0:

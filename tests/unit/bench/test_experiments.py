@@ -11,13 +11,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from npudure.bench import experiments
+from npudure.bench import agent_cpu, experiments
 from npudure.bench.experiments import PlanContext
 from npudure.bench.experiments.sweep import operating_concurrency
 from npudure.bench.runs import RunData
 from npudure.bench.samples import STAGES, Samples
 from npudure.bench.session import BenchSession
 from npudure.bench.spec import RunSpec
+from npudure.proto import inference_pb2 as pb
 from npudure.scheduler.policies import POLICIES
 
 BOARDS = ("board1", "board2", "board3")
@@ -304,3 +305,18 @@ def test_local_reports_the_agents_cpu_per_frame_median_over_runs() -> None:
     assert sorted([cpu["local"]["reply/loop"], cpu["cluster"]["reply/loop"]]) == [2.0, 2.0]
     lines = "\n".join(experiments.get("local").summary_lines("local", agg))
     assert "agent CPU (local): event-loop thread 3.000 ms/frame, stages 2.000" in lines
+
+
+def test_agent_cpu_per_frame_from_a_fresh_agents_zero_counters() -> None:
+    fresh = agent_cpu.counters(pb.NodeStatus())  # an agent that has answered nothing yet
+    after = agent_cpu.counters(
+        pb.NodeStatus(
+            stage_cpu=[pb.StageCpu(stage="reply", thread="loop", seconds=0.02)],
+            stage_cpu_frames=10,
+            loop_thread_cpu_s=0.05,
+        )
+    )
+    ms = agent_cpu.per_frame_ms(fresh, after)
+    assert ms == pytest.approx({"reply/loop": 2.0, "loop_thread": 5.0, "stages": 2.0})
+    assert agent_cpu.per_frame_ms(fresh, fresh) is None  # no frames in between: nothing to divide
+    assert agent_cpu.per_frame_ms(None, after) is None  # no status before: unknown, never guessed
