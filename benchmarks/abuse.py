@@ -20,11 +20,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "integration")]
+sys.path.insert(0, str(ROOT / "tests"))  # the shared test helpers: tests/helpers/
 
 import grpc  # noqa: E402
-import jpeg_bombs  # noqa: E402
-from abuse_clients import (  # noqa: E402
+from helpers import jpeg_bombs  # noqa: E402
+from helpers.abuse_clients import (  # noqa: E402
     BIG,
     LegitProbe,
     PeakSampler,

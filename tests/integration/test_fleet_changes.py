@@ -13,7 +13,7 @@ import time
 
 import grpc
 import pytest
-from fleet_ops import (
+from helpers.fleet_ops import (
     add_agent,
     agent_served,
     board_states,
@@ -26,8 +26,8 @@ from fleet_ops import (
     wait_for,
     write_boards,
 )
-from loadgen import frame_bytes
-from mtls_cluster import as_client, tls_section
+from helpers.loadgen import frame_bytes
+from helpers.mtls_cluster import as_client, tls_section
 
 import npudure
 from npudure.lab.local import LocalCluster, wait_serving
