@@ -22,6 +22,7 @@ from npudure.agent.pool import PoolFull, WorkerPool
 from npudure.backends import Backend, BackendError, create_backend
 from npudure.board import soc, telemetry
 from npudure.config import AgentConfig
+from npudure.proto import contract
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
@@ -34,8 +35,8 @@ from npudure.vision import frames
 log = logging.getLogger(__name__)
 
 SERVICE_NAMES = (
-    pb.DESCRIPTOR.services_by_name["Inference"].full_name,
-    pb.DESCRIPTOR.services_by_name["Node"].full_name,
+    contract.INFERENCE,
+    contract.NODE,
     health.SERVICE_NAME,
     reflection.SERVICE_NAME,
 )

@@ -9,6 +9,7 @@ import sys
 import grpc
 from google.protobuf.json_format import MessageToDict
 
+from npudure.proto import contract
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
@@ -76,7 +77,7 @@ def _print_cluster(status: pb.ClusterStatus) -> None:
         table.add_row(
             b.name,
             b.address,
-            pb.BoardState.Name(b.state)[12:],
+            contract.board_state_label(b.state),
             f"{b.in_flight}/{b.max_in_flight}",
             f"{b.ewma_service_ms:.1f}",
             str(b.served_total),

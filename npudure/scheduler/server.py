@@ -12,6 +12,7 @@ from grpc_reflection.v1alpha import reflection
 
 from npudure import __version__
 from npudure.config import SchedulerConfig
+from npudure.proto import contract
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.scheduler import http_api
@@ -29,8 +30,7 @@ from npudure.service.shutdown import graceful_stop
 
 log = logging.getLogger(__name__)
 
-INFERENCE = pb.DESCRIPTOR.services_by_name["Inference"].full_name
-CLUSTER = pb.DESCRIPTOR.services_by_name["Cluster"].full_name
+INFERENCE, CLUSTER = contract.INFERENCE, contract.CLUSTER
 SERVICE_NAMES = (INFERENCE, CLUSTER, health.SERVICE_NAME, reflection.SERVICE_NAME)
 
 
