@@ -9,6 +9,7 @@ import sys
 import grpc
 from google.protobuf.json_format import MessageToDict
 
+from npudure import extras
 from npudure.proto import contract
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
@@ -59,9 +60,8 @@ def _print_node(status: pb.NodeStatus) -> None:
 
 
 def _print_cluster(status: pb.ClusterStatus) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
+    Console = extras.require("rich.console", "the cluster table").Console
+    Table = extras.require("rich.table", "the cluster table").Table
     table = Table(
         title=f"policy {status.policy} · queue {status.queue_depth}/{status.queue_limit} · "
         f"{status.connections_per_board} conn/board · lease {status.lease_holder or 'free'}"
