@@ -6,6 +6,7 @@ import asyncio
 import logging
 import time
 import uuid
+from typing import NoReturn
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -94,7 +95,7 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
         try:
             parsed = pb.InferRequest.FromString(request)
         except DecodeError as exc:
-            return await self._fail(
+            await self._fail(
                 context, grpc.StatusCode.INVALID_ARGUMENT, f"the request is not an InferRequest: {exc}"
             )
         return await self.Infer(parsed, context)
@@ -119,14 +120,12 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
             self.metrics.queue_depth.set(self.pool.waiting + 1)
             outcome = await self.pool.run(lambda: image)
         except frames.FrameError as exc:
-            return await self._fail(context, exc.code, str(exc))
+            await self._fail(context, exc.code, str(exc))
         except PoolFull as exc:
-            return await self._fail(context, grpc.StatusCode.RESOURCE_EXHAUSTED, f"board is full: {exc}")
+            await self._fail(context, grpc.StatusCode.RESOURCE_EXHAUSTED, f"board is full: {exc}")
         except Exception as exc:  # a backend failure must not take the server down
             log.exception("inference failed")
-            return await self._fail(
-                context, grpc.StatusCode.INTERNAL, f"inference failed on the board: {exc}"
-            )
+            await self._fail(context, grpc.StatusCode.INTERNAL, f"inference failed on the board: {exc}")
         finally:
             self.metrics.queue_depth.set(self.pool.waiting)
         result = outcome.result
@@ -166,10 +165,12 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
             detections=job.detections(dets, self.backend.class_names),
         )
 
-    async def _fail(self, context: grpc.aio.ServicerContext, code: grpc.StatusCode, message: str):
+    async def _fail(self, context: grpc.aio.ServicerContext, code: grpc.StatusCode, message: str) -> NoReturn:
+        """Count the failure and end the call with CODE: ``abort`` raises, so this never returns."""
         self.errors += 1
         self.metrics.requests.labels(code.name).inc()
         await context.abort(code, message)
+        raise AssertionError("context.abort returned")  # it raises; this tells the type checker so
 
     # ------------------------------------------------------------------ admin
     def status(self) -> pb.NodeStatus:
