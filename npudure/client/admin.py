@@ -18,6 +18,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import grpc
 
@@ -26,6 +27,7 @@ from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
 
 EXIT_UNKNOWN_NODE = 3
+Reply = TypeVar("Reply")  # what a wait polls: NodeStatus, ClusterStatus
 
 
 class AdminError(Exception):
@@ -100,51 +102,69 @@ def _drain(args: argparse.Namespace, drain: bool) -> str:
     return f"{args.node}: {board_state(status, args.node)}"
 
 
-def _wait_idle(args: argparse.Namespace) -> str:
+def _wait(
+    args: argparse.Namespace,
+    call: Callable[[grpc.Channel], Reply],
+    judge: Callable[[Reply], tuple[bool, str]],
+    unreachable: str,
+    not_done: str,
+) -> str:
+    """Poll ``call`` on ``args.target`` until ``judge`` says done (-> what it saw); an RpcError is a
+    sighting ("<unreachable> (CODE)"), not the end; on timeout one line: "<target>: <not_done>: ...".
+    An AdminError that ``judge`` raises with EXIT_UNKNOWN_NODE ends the wait as it is."""
     with security.channel(args.target) as channel:
-        stub = rpc.NodeStub(channel)
 
         def read() -> tuple[bool, str]:
             try:
-                reading = idle_reading(stub.GetStatus(pb.NodeStatusRequest(), timeout=3), args.reason)
+                reply = call(channel)
             except grpc.RpcError as exc:
-                return False, f"unreachable ({exc.code().name})"
-            reasons = ",".join(reading.reasons) or "none"
-            return reading.idle, (
-                f"{reading.in_flight} in flight, {reading.queued} queued, not-serving reasons {reasons}"
-            )
+                return False, f"{unreachable} ({exc.code().name})"
+            return judge(reply)
 
         try:
-            seen = poll_until(read, args.timeout, args.interval)
+            return poll_until(read, args.timeout, args.interval)
         except AdminError as exc:
-            raise AdminError(f"{args.target}: not idle: {exc}") from None
+            if exc.code == EXIT_UNKNOWN_NODE:
+                raise
+            raise AdminError(f"{args.target}: {not_done}: {exc}") from None
+
+
+def _wait_idle(args: argparse.Namespace) -> str:
+    def judge(status: pb.NodeStatus) -> tuple[bool, str]:
+        reading = idle_reading(status, args.reason)
+        reasons = ",".join(reading.reasons) or "none"
+        return reading.idle, (
+            f"{reading.in_flight} in flight, {reading.queued} queued, not-serving reasons {reasons}"
+        )
+
+    seen = _wait(
+        args,
+        lambda channel: rpc.NodeStub(channel).GetStatus(pb.NodeStatusRequest(), timeout=3),
+        judge,
+        "unreachable",
+        "not idle",
+    )
     return f"{args.target}: idle ({seen})"
 
 
 def _wait_state(args: argparse.Namespace) -> str:
     wanted = {s.strip().upper() for s in args.state.split(",") if s.strip()}
-    with security.channel(args.target) as channel:
-        stub = rpc.ClusterStub(channel)
 
-        def read() -> tuple[bool, str]:
-            try:
-                state = board_state(stub.GetClusterStatus(pb.ClusterStatusRequest(), timeout=3), args.node)
-            except grpc.RpcError as exc:
-                return False, f"the scheduler unreachable ({exc.code().name})"
-            if state is None:
-                raise AdminError(
-                    f"{args.target}: the scheduler has no board named {args.node}", EXIT_UNKNOWN_NODE
-                )
-            return state in wanted, state
-
-        try:
-            seen = poll_until(read, args.timeout, args.interval)
-        except AdminError as exc:
-            if exc.code == EXIT_UNKNOWN_NODE:
-                raise
+    def judge(status: pb.ClusterStatus) -> tuple[bool, str]:
+        state = board_state(status, args.node)
+        if state is None:
             raise AdminError(
-                f"{args.target}: board {args.node} not {'/'.join(sorted(wanted))}: {exc}"
-            ) from None
+                f"{args.target}: the scheduler has no board named {args.node}", EXIT_UNKNOWN_NODE
+            )
+        return state in wanted, state
+
+    seen = _wait(
+        args,
+        lambda channel: rpc.ClusterStub(channel).GetClusterStatus(pb.ClusterStatusRequest(), timeout=3),
+        judge,
+        "the scheduler unreachable",
+        f"board {args.node} not {'/'.join(sorted(wanted))}",
+    )
     return f"{args.node}: {seen}"
 
 

@@ -26,14 +26,6 @@ POLL_INTERVAL_S = 0.1
 POLL_TIMEOUT_S = 1.0
 
 
-class _FleetTarget(Target):
-    """The harness's target with the scheduler's reconnect backoff (see fleet.RECONNECT_OPTIONS)."""
-
-    def __init__(self, address: str, connections: int) -> None:
-        super().__init__(address, connections)
-        self._options = [*self._options, *RECONNECT_OPTIONS]
-
-
 class BackgroundLoad:
     """``npudure.bench.load.closed_loop`` on its own thread and event loop, for a fixed span."""
 
@@ -84,10 +76,12 @@ class BackgroundLoad:
             self.error = exc
 
     async def _main(self) -> LoadResult:
-        target: _FleetTarget | ProxylessTarget = (
-            ProxylessTarget(self.address)  # its channel options carry the same short reconnect backoff
+        # Both carry a short reconnect backoff: the central clients' (npudure.client.central), and the
+        # proxyless route's own.
+        target: Target | ProxylessTarget = (
+            ProxylessTarget(self.address)
             if self.mode == "proxyless"
-            else _FleetTarget(self.address, self.connections)
+            else Target(self.address, self.connections)
         )
         await target.open()
         try:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.metrics import MetricWrapperBase
 
-from npudure.agent.metrics import STAGE_BUCKETS
 from npudure.config import TlsConfig
 from npudure.security.access import AdminGuard
 from npudure.security.metrics import AdminRefusals
 from npudure.service import metrics_http
+from npudure.service.buckets import STAGE_BUCKETS
 
 
 class SchedulerMetrics:

@@ -15,7 +15,6 @@ from npudure.config import SchedulerConfig
 from npudure.proto import contract
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
-from npudure.scheduler import http_api
 from npudure.scheduler.boards import Board, BoardMonitor, open_board
 from npudure.scheduler.dispatch import Dispatcher, DispatchError
 from npudure.scheduler.membership import Membership, ReloadError
@@ -293,9 +292,20 @@ class Scheduler(rpc.ClusterServicer):
                 await channel.close()
 
 
+async def _start_http_api(scheduler: Scheduler):
+    """The DeepStack-compatible HTTP API, when configured. Imported only then: aiohttp alone is most
+    of the scheduler's import time, and a restart is without a scheduler for as long as it imports."""
+    if scheduler.config.http_api is None:
+        return None
+    from npudure.scheduler import http_api
+
+    return await http_api.start(scheduler)
+
+
 async def serve(
     config: SchedulerConfig, ready: asyncio.Event | None = None, config_path: str | None = None
 ) -> None:
+    log.info("starting on %s with %d boards", config.listen, len(config.boards))
     # SecurityError (a token or certificate file) is a configuration error
     scheduler = Scheduler(config, config_path)
     inflight = len(config.boards) * config.board_max_inflight
@@ -307,15 +317,20 @@ async def serve(
     health_pb2_grpc.add_HealthServicer_to_server(scheduler.health, server)
     reflection.enable_server_reflection(SERVICE_NAMES, server)
     port = security.add_port(server, config.listen, config.tls)
+    # The port first, the boards' first health checks after: a restart leaves central clients without
+    # a scheduler only while the new process imports and reads its config. Until the checks answer,
+    # the configured boards count as UP (as they were: drains come from the state file), and a request
+    # that meets a dead one is retried on another; the checks then take it out.
+    await server.start()
     try:
         await scheduler.wait_for_boards()
-    except StartupError:
+    except BaseException:
+        await server.stop(grace=0)
         await scheduler.close()
         raise
     scheduler.start_monitors()
-    await server.start()
     try:
-        http = await http_api.start(scheduler)  # the DeepStack-compatible HTTP API, when configured
+        http = await _start_http_api(scheduler)
     except BaseException:
         await server.stop(grace=0)
         await scheduler.close()
@@ -341,6 +356,8 @@ async def serve(
         pinger.cancel()
         connections.cancel()
         await graceful_stop(server, scheduler.health, config.shutdown)
+        log.info("stopped serving; closing the board channels")
         if http is not None:
             await http.stop()
         await scheduler.close()
+        log.info("stopped")

@@ -12,7 +12,6 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from npudure.config import TlsConfig
-from npudure.security import pki
 
 
 class CertificateExpiry(Collector):
@@ -22,6 +21,10 @@ class CertificateExpiry(Collector):
         self.files = {"cert": tls.cert, "ca": tls.ca}
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
+        # Here, not at the top: cryptography is ~0.3 s of a service's start, and without TLS this
+        # collector never runs (a scheduler restart waits for its imports).
+        from npudure.security import pki
+
         family = GaugeMetricFamily(
             "npudure_tls_certificate_expiry_timestamp_seconds",
             "When this service's TLS certificate (file=cert) or its CA (file=ca) expires, Unix time",

@@ -1,0 +1,189 @@
+"""Operator scenarios on loopback, with real processes: a scheduler restart under central load, and a
+board added by ``ReloadBoards`` (what ``systemctl reload npudure-scheduler`` runs).
+
+Prints, with the conditions:
+- scheduler-restart: failed requests and the longest stretch without a successful reply (the issue's
+  figure: 0 failed, no stretch of 0.5 s or more), and where the time went — SIGTERM, the old process's
+  exit, the new one SERVING, the first successful reply after the restart, from the scheduler's log;
+- add-board: seconds from the ``ReloadBoards`` call to the first request the new board receives (the
+  issue's figure: within 5 s of its play), polled on the board's own ``served_total``.
+
+The load is ``npudure.faults.operations.run_operation`` (the fault suite's generator and analysis);
+the cluster is ``npudure.lab.local.LocalCluster`` (sim agents: an EMULATED NPU).
+
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/operations.py            # ~40 s
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/operations.py --restarts 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import re
+import signal
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from npudure.bench.payloads import FrameSet
+from npudure.faults.operations import run_operation, table
+from npudure.lab.local import LocalCluster, free_port, wait_serving
+from npudure.proto import inference_pb2 as pb
+from npudure.proto import inference_pb2_grpc as rpc
+from npudure.security import access as security
+
+FRAME = pb.InferRequest(
+    encoding=pb.ENCODING_RAW_RGB, frame=np.zeros((640, 640, 3), np.uint8).tobytes()
+).SerializeToString()
+LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \w+ [\w.]+: (.*)$")
+MARKS = ("NOT_SERVING", "stopped", "starting on", "restored from", "scheduler serving on")
+
+
+def log_marks(text: str) -> list[tuple[float, str]]:
+    """(unix time, line) of the scheduler's log lines that mark a step of a restart."""
+    marks = []
+    for line in text.splitlines():
+        m = LOG_TIME.match(line)
+        if m and any(k in m.group(2) for k in MARKS):
+            when = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            marks.append((when, m.group(2)[:70]))
+    return marks
+
+
+def restart_scheduler(cluster: LocalCluster, steps: list[tuple[float, str]]) -> None:
+    """SIGTERM, wait for the exit, start the same config again (its state file too), wait SERVING."""
+    proc = cluster.scheduler
+    assert proc is not None and proc.process is not None
+    steps.append((time.time(), "SIGTERM sent"))
+    proc.process.send_signal(signal.SIGTERM)
+    proc.process.wait(timeout=60)
+    steps.append((time.time(), "old process exited"))
+    cluster._spawn(proc, "scheduler")
+    steps.append((time.time(), "new process spawned"))
+    wait_serving(proc.address, 60, proc.process)
+    steps.append((time.time(), "new process SERVING (health check)"))
+
+
+def scheduler_restart(args: argparse.Namespace, out: Path) -> None:
+    frames = FrameSet((FRAME,), (640 * 640 * 3,), "raw", "zeros 640x640x3")
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        LocalCluster(
+            boards=3,
+            time_scale=args.time_scale,
+            workdir=Path(tmp),
+            log_level="INFO",
+            scheduler_overrides={"state_file": str(Path(tmp) / "state.json")},
+        ) as cluster,
+    ):
+        for i in range(args.restarts):
+            steps: list[tuple[float, str]] = []
+            log_start = len(cluster.logs("scheduler"))
+            (out / f"restart-{i}").mkdir(parents=True, exist_ok=True)
+            wall0 = time.time()
+            results = run_operation(
+                cluster.address,
+                "scheduler-restart",
+                lambda steps=steps: restart_scheduler(cluster, steps),
+                frames,
+                args.concurrency,
+                out / f"restart-{i}",
+                baseline_s=2.0,
+                tail_s=2.0,
+                budget_s=60.0,
+                modes=("scheduler",),
+                log=lambda _: None,
+            )
+            print(table(results))
+            r = results[0]
+            marks = sorted(steps + log_marks(cluster.logs("scheduler")[log_start:]))
+            t_sig = steps[0][0]
+            if r.gap_at_s is not None and r.longest_gap_s is not None:
+                gap_start = wall0 + r.gap_at_s  # the run's t0 is taken at the call, beside wall0
+                marks.append((gap_start, "longest gap starts (last reply before it)"))
+                marks.append((gap_start + r.longest_gap_s, "longest gap ends (first reply after it)"))
+            print(f"restart {i + 1} timeline (s from SIGTERM):")
+            for when, what in sorted(marks):
+                print(f"  {when - t_sig:+7.3f}  {what}")
+            print()
+
+
+def add_board(args: argparse.Namespace, out: Path) -> None:
+    frames = FrameSet((FRAME,), (640 * 640 * 3,), "raw", "zeros 640x640x3")
+    with LocalCluster(boards=2, time_scale=args.time_scale) as cluster:
+        assert cluster.scheduler is not None and cluster.admin_token_file is not None
+        name = "board9"
+        config = {
+            "node_name": name,
+            "listen": f"127.0.0.1:{free_port()}",
+            "metrics_port": 0,
+            "backend": "sim",
+            "sim": {"time_scale": cluster.time_scale, "seed": 9},
+            "admin": {"token_file": str(cluster.admin_token_file)},
+        }
+        agent = cluster._write(name, "agent", config)
+        cluster.agents[name] = agent  # stopped with the cluster
+        cluster._spawn(agent, "agent")
+        wait_serving(agent.address, 60, agent.process)
+        path = cluster.scheduler.config_path
+        sched = yaml.safe_load(path.read_text())
+        sched["boards"].append({"name": name, "address": agent.address})
+        path.write_text(yaml.safe_dump(sched, sort_keys=False))
+        took: list[float] = []
+        (out / "add-board").mkdir(parents=True, exist_ok=True)
+
+        def action() -> None:
+            with security.channel(cluster.address) as ch, security.channel(agent.address) as board:
+                node = rpc.NodeStub(board)
+                start = time.monotonic()
+                rpc.ClusterStub(ch).ReloadBoards(pb.ReloadBoardsRequest(), timeout=30)
+                while time.monotonic() - start < 30:
+                    if node.GetStatus(pb.NodeStatusRequest(), timeout=5).served_total > 0:
+                        took.append(time.monotonic() - start)
+                        return
+                    time.sleep(0.01)
+            raise RuntimeError("the added board got no request within 30 s")
+
+        results = run_operation(
+            cluster.address, "add-board", action, frames, args.concurrency, out / "add-board",
+            baseline_s=2.0, tail_s=1.0, budget_s=40.0, modes=("scheduler",), log=lambda _: None,
+        )  # fmt: skip
+        print(table(results))
+        first = f"{took[0]:.2f} s" if took else "never (within 30 s)"
+        print(f"add-board: ReloadBoards call -> first request on the new board: {first} (goal < 5 s)")
+        print()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--restarts", type=int, default=2, help="scheduler restarts, one after another (2)")
+    parser.add_argument("--concurrency", type=int, default=6, help="closed-loop requests outstanding (6)")
+    parser.add_argument("--time-scale", type=float, default=3.0, help="sim agents' time scale (3.0)")
+    parser.add_argument("--only", choices=("restart", "add-board"), help="run one scenario")
+    parser.add_argument("--out", type=Path, default=Path("build/operations"), help="samples and JSON")
+    args = parser.parse_args(argv)
+    print(
+        f"conditions: loopback, {os.cpu_count()} cores ({platform.machine()}, Python "
+        f"{platform.python_version()}), host shared with other work; 3 sim agents (EMULATED NPU, "
+        f"time_scale {args.time_scale}) and the project's scheduler as real processes; central load "
+        f"(every request through the scheduler, the bench generator's waitForReady config), "
+        f"concurrency {args.concurrency}, raw 640x640 frames"
+    )
+    print()
+    if args.only in (None, "restart"):
+        scheduler_restart(args, args.out)
+    if args.only in (None, "add-board"):
+        add_board(args, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
