@@ -16,8 +16,7 @@ from npudure.config import TlsConfig
 from npudure.security.access import AdminGuard
 from npudure.security.metrics import AdminRefusals
 from npudure.service import metrics_http
-
-STAGE_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
+from npudure.service.buckets import STAGE_BUCKETS
 
 
 class _EmulationCollector(Collector):

@@ -12,8 +12,9 @@ import grpc
 import pytest
 
 from npudure.client import central
+from npudure.proto import contract
 
-METHOD = f"/{central.INFERENCE}/Infer"
+METHOD = contract.INFER_METHOD
 
 
 class FlakyServer:
@@ -26,7 +27,7 @@ class FlakyServer:
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
         handler = grpc.unary_unary_rpc_method_handler(self._infer)
         self.server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler(central.INFERENCE, {"Infer": handler}),)
+            (grpc.method_handlers_generic_handler(contract.INFERENCE, {"Infer": handler}),)
         )
         self.port = self.server.add_insecure_port("127.0.0.1:0")
 
