@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import grpc
-from aiohttp import BodyPartReader, web
+from aiohttp import hdrs, web
 from aiohttp.abc import AbstractAccessLogger
 
 from npudure.config import HttpApiConfig, SchedulerConfig
@@ -36,6 +36,7 @@ from npudure.proto import inference_pb2 as pb
 from npudure.scheduler import deepstack
 from npudure.scheduler.boards import Board
 from npudure.scheduler.dispatch import Dispatcher, DispatchError
+from npudure.scheduler.http_form import boundary_of, parse_form
 from npudure.scheduler.http_image import Header, ImageError, sniff
 from npudure.scheduler.metrics import SchedulerMetrics
 from npudure.security.access import ListenError, SecurityError
@@ -295,21 +296,11 @@ class HttpApi:
         return web.json_response(self._answer(reply, header, min_confidence, received))
 
     async def _read_form(self, request: web.Request) -> dict[str, bytes]:
-        """Every part of the multipart body, in memory, bounded by max_body_bytes in all (chunked bodies
-        too). The image is taken whether or not its part names a filename (clients differ)."""
-        reader = await request.multipart()
-        form: dict[str, bytes] = {}
-        total = 0
-        while (part := await reader.next()) is not None:
-            if not isinstance(part, BodyPartReader):
-                raise HttpApiError(400, "nested multipart bodies are not accepted: post flat form fields")
-            data = await part.read(decode=True)
-            total += len(data)
-            if total > self.config.max_body_bytes:
-                raise web.HTTPRequestEntityTooLarge(max_size=self.config.max_body_bytes, actual_size=total)
-            if part.name:
-                form.setdefault(part.name, bytes(data))
-        return form
+        """Every named part of the multipart body. The body is read whole, bounded by max_body_bytes
+        (client_max_size: chunked bodies too); the image is taken whether or not its part names a
+        filename (clients differ)."""
+        body = await request.read()
+        return parse_form(body, boundary_of(request.headers.get(hdrs.CONTENT_TYPE, "")))
 
     def _check_key(self, sent: object) -> None:
         if self.api_key is None:
