@@ -11,9 +11,9 @@ INVALID_ARGUMENT and goes out as HTTP 400.
 
 Why aiohttp: it is asyncio-native, so it runs on the scheduler's own event loop beside grpc.aio
 (the dispatcher's reserve/release stays single-threaded and lock-free); it is long and actively
-maintained; and it gives what this front needs without more layers — a bounded body size, multipart
-parsing, TLS through ``ssl``, a pluggable access logger — where Starlette would add uvicorn, its own
-server loop and an ASGI layer.
+maintained; and it gives what this front needs without more layers — a bounded body size, TLS
+through ``ssl``, a pluggable access logger — where Starlette would add uvicorn, its own server loop
+and an ASGI layer. (Its multipart reader is not used: npudure/scheduler/http_form.py says why.)
 """
 
 from __future__ import annotations
