@@ -22,9 +22,10 @@ during which the host's CPU was idle < 10 % is marked invalid (its latencies mea
 Figures, 2026-12-01 (3 emulated boards at time_scale 4, 49.5 ms a frame; open loop 30 req/s, closed
 loop c=3; 3 x 6 s; the 2-core VM shared with other engineers' work, load 11-16): scheduler CPU per
 request HTTP 3.10 ms vs gRPC 2.85 ms (1.09x) at 320x320, 3.05 vs 3.14 ms (0.97x) at 640x640, where
-the scheduler-side decode had cost 11.58 vs 2.94 ms (3.94x) and 7.92 vs 2.94 ms (2.69x). Every
-latency run was invalid (host idle < 10 %): no p50-added or 0.1 s figure stands from them
-(docs/http-api.md has the table).
+the scheduler-side decode had cost 11.58 vs 2.94 ms (3.94x) and 7.92 vs 2.94 ms (2.69x). Latency,
+from the one quieter run (320x320, 2 of 3 open-loop runs valid): p50 gRPC 67.70 ms, HTTP 67.59 ms
+(-0.11 ms added), p99 94.2 / 98.5 ms; every closed-loop (operating point) run was invalid, so the
+0.1 s-at-the-operating-point figure is not established (docs/http-api.md has the table).
 """
 
 from __future__ import annotations
