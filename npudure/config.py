@@ -166,11 +166,10 @@ class HttpApiConfig(_Strict):
     api_key_file: str | None = None
     # Largest request body (the posted image and its form fields); beyond it HTTP 413.
     max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024, le=256 * 1024 * 1024)
-    # Requests being decoded or inferred at once; beyond it HTTP 503 with Retry-After.
+    # Requests being read or inferred at once; beyond it HTTP 503 with Retry-After.
     max_concurrency: int = Field(64, ge=1, le=100000)
-    # Threads decoding and letterboxing posted images (off the event loop).
-    decode_threads: int = Field(2, ge=1, le=64)
-    # Largest posted image, in pixels (width x height, checked from its header before decoding).
+    # Largest posted image, in pixels (width x height, read from its header; the boards decode it and
+    # take at most 40 MP, npudure.vision.frames.MAX_IMAGE_PIXELS, whatever this says).
     max_image_pixels: int = Field(7680 * 4320, ge=1, le=200_000_000)
     # A request body must arrive within this (a slow-loris upload gets HTTP 408).
     read_timeout_s: float = Field(10.0, gt=0, le=3600)

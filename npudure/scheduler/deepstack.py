@@ -10,10 +10,10 @@ at the first one under its threshold.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
+from npudure.proto import inference_pb2 as pb
 from npudure.vision.coco import label
 
 DEFAULT_MIN_CONFIDENCE = 0.4  # DeepStack's and CodeProject.AI's default
@@ -21,19 +21,20 @@ MODULE_ID = "npudure"
 MODULE_NAME = "NPUDure cluster (YOLOv8n on Rockchip NPUs)"
 
 
-def predictions(boxes: np.ndarray, scores: np.ndarray, classes: np.ndarray, min_confidence: float) -> list:
-    """Rows at or above ``min_confidence``, highest confidence first; corners rounded to whole pixels."""
-    keep = np.flatnonzero(scores >= min_confidence)
-    keep = keep[np.argsort(-scores[keep], kind="stable")]
+def predictions(detections: Sequence[pb.Detection], min_confidence: float) -> list[dict[str, Any]]:
+    """The board's detections (boxes in the posted image's pixels) at or above ``min_confidence``,
+    highest confidence first; corners rounded to whole pixels; the model's label (COCO's name of the
+    class id from a board too old to send one)."""
+    kept = sorted((d for d in detections if d.score >= min_confidence), key=lambda d: -d.score)
     out = []
-    for i in keep.tolist():
-        x1, y1, x2, y2 = (round(float(v)) for v in boxes[i])
+    for d in kept:
+        x1, y1, x2, y2 = round(d.x1), round(d.y1), round(d.x2), round(d.y2)
         if x2 <= x1 or y2 <= y1:
             continue  # a box wholly in the letterbox padding: nothing of it is in the posted image
         out.append(
             {
-                "label": label(int(classes[i])),
-                "confidence": round(float(scores[i]), 4),
+                "label": d.label or label(d.class_id),
+                "confidence": round(d.score, 4),
                 "x_min": x1,
                 "y_min": y1,
                 "x_max": x2,

@@ -3,15 +3,17 @@
 ``POST /v1/vision/detection`` (multipart: ``image``, optional ``min_confidence`` and ``api_key``) and
 ``GET /v1/server/status/ping``: what Frigate's ``deepstack`` detector, Home Assistant's DeepStack
 integration, Blue Iris and Agent DVR speak (docs/http-api.md). A request takes the gRPC path's own
-dispatcher — same policy, same queue, same retries, no extra hop: the posted image (any size) is
-decoded and letterboxed here, in a bounded thread pool off the event loop, and the board gets a raw
-frame at the model's input size; boxes come back mapped to the posted image's pixels.
+dispatcher — same policy, same queue, same retries, deadlines, no extra hop. The posted JPEG/PNG (any
+size) goes to the board as it was posted: the scheduler reads only its header (format, size, bounds:
+npudure/scheduler/http_image.py), the board decodes and letterboxes it and answers with boxes in the
+posted image's pixels and the model's labels; a body the board cannot decode comes back as
+INVALID_ARGUMENT and goes out as HTTP 400.
 
 Why aiohttp: it is asyncio-native, so it runs on the scheduler's own event loop beside grpc.aio
 (the dispatcher's reserve/release stays single-threaded and lock-free); it is long and actively
-maintained; and it gives what this front needs without more layers — a bounded body size, multipart
-parsing, TLS through ``ssl``, a pluggable access logger — where Starlette would add uvicorn, its own
-server loop and an ASGI layer.
+maintained; and it gives what this front needs without more layers — a bounded body size, TLS
+through ``ssl``, a pluggable access logger — where Starlette would add uvicorn, its own server loop
+and an ASGI layer. (Its multipart reader is not used: npudure/scheduler/http_form.py says why.)
 """
 
 from __future__ import annotations
@@ -22,13 +24,11 @@ import logging
 import ssl
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
 import grpc
-import numpy as np
-from aiohttp import BodyPartReader, web
+from aiohttp import hdrs, web
 from aiohttp.abc import AbstractAccessLogger
 
 from npudure.config import HttpApiConfig, SchedulerConfig
@@ -36,7 +36,8 @@ from npudure.proto import inference_pb2 as pb
 from npudure.scheduler import deepstack
 from npudure.scheduler.boards import Board
 from npudure.scheduler.dispatch import Dispatcher, DispatchError
-from npudure.scheduler.http_image import Decoded, ImageError, decode_letterboxed
+from npudure.scheduler.http_form import boundary_of, parse_form
+from npudure.scheduler.http_image import Header, ImageError, sniff
 from npudure.scheduler.metrics import SchedulerMetrics
 from npudure.security.access import ListenError, SecurityError
 
@@ -140,7 +141,6 @@ class HttpApi:
         self.scheduler = scheduler
         self.config = config
         self.api_key = read_api_key(config.api_key_file)
-        self.pool = ThreadPoolExecutor(config.decode_threads, thread_name_prefix="http-decode")
         self.active = 0
         self.runner: web.AppRunner | None = None
         self.url = ""
@@ -184,7 +184,6 @@ class HttpApi:
     async def stop(self) -> None:
         if self.runner is not None:
             await self.runner.cleanup()
-        self.pool.shutdown(wait=False, cancel_futures=True)
 
     # ------------------------------------------------------------------ routes
     @web.middleware
@@ -278,16 +277,13 @@ class HttpApi:
             raise HttpApiError(
                 400, f"no image: post the image file as the form field 'image' (fields sent: {fields})"
             )
-        loop = asyncio.get_running_loop()
-        t0 = time.perf_counter()
         try:
-            decoded, request_bytes = await loop.run_in_executor(
-                self.pool, _prepare, data, self.config.max_image_pixels
-            )
+            header = sniff(data, self.config.max_image_pixels, self.scheduler.config.max_message_bytes)
         except ImageError as exc:
             raise HttpApiError(exc.status, str(exc)) from None
-        decode_s = time.perf_counter() - t0
-        self.scheduler.metrics.http_decode.observe(decode_s)
+        request_bytes = pb.InferRequest(
+            request_id=f"http-{uuid.uuid4().hex[:12]}", encoding=header.encoding, frame=data
+        ).SerializeToString()
         deadline = time.monotonic() + self.scheduler.config.request_timeout_s
         try:
             reply = pb.InferResponse.FromString(
@@ -296,28 +292,15 @@ class HttpApi:
         except DispatchError as exc:
             raise HttpApiError(_STATUS_OF_CODE.get(exc.code, 500), str(exc), exc.code.name) from None
         except grpc.aio.AioRpcError as exc:
-            status = _STATUS_OF_CODE.get(exc.code(), 500)
-            raise HttpApiError(
-                status, f"the board refused the frame: {exc.details()}", exc.code().name
-            ) from None
-        return web.json_response(self._answer(reply, decoded, min_confidence, received, decode_s))
+            raise _board_refused(exc, header) from None
+        return web.json_response(self._answer(reply, header, min_confidence, received))
 
     async def _read_form(self, request: web.Request) -> dict[str, bytes]:
-        """Every part of the multipart body, in memory, bounded by max_body_bytes in all (chunked bodies
-        too). The image is taken whether or not its part names a filename (clients differ)."""
-        reader = await request.multipart()
-        form: dict[str, bytes] = {}
-        total = 0
-        while (part := await reader.next()) is not None:
-            if not isinstance(part, BodyPartReader):
-                raise HttpApiError(400, "nested multipart bodies are not accepted: post flat form fields")
-            data = await part.read(decode=True)
-            total += len(data)
-            if total > self.config.max_body_bytes:
-                raise web.HTTPRequestEntityTooLarge(max_size=self.config.max_body_bytes, actual_size=total)
-            if part.name:
-                form.setdefault(part.name, bytes(data))
-        return form
+        """Every named part of the multipart body. The body is read whole, bounded by max_body_bytes
+        (client_max_size: chunked bodies too); the image is taken whether or not its part names a
+        filename (clients differ)."""
+        body = await request.read()
+        return parse_form(body, boundary_of(request.headers.get(hdrs.CONTENT_TYPE, "")))
 
     def _check_key(self, sent: object) -> None:
         if self.api_key is None:
@@ -328,51 +311,46 @@ class HttpApi:
             raise HttpApiError(403, "wrong API key")
 
     def _answer(
-        self,
-        reply: pb.InferResponse,
-        decoded: Decoded,
-        min_confidence: float,
-        received: float,
-        decode_s: float,
+        self, reply: pb.InferResponse, header: Header, min_confidence: float, received: float
     ) -> dict[str, Any]:
-        dets = reply.detections
-        boxes = decoded.to_image(
-            np.array([(d.x1, d.y1, d.x2, d.y2) for d in dets], np.float64).reshape(-1, 4)
-        )
-        scores = np.array([d.score for d in dets], np.float64)
-        classes = np.array([d.class_id for d in dets], np.int64)
-        preds = deepstack.predictions(boxes, scores, classes, min_confidence)
+        # The board's boxes are in the posted image's pixels already, with the model's labels.
+        preds = deepstack.predictions(reply.detections, min_confidence)
         timing = reply.timing
         total_s = time.perf_counter() - received
-        # The scheduler's whole time for this request, decode included (the dispatcher's figure excludes it).
-        timing.route_us += round(decode_s * 1e6)
+        # The scheduler's whole time for this request, reading the body included (the dispatcher's
+        # figure starts at the forward).
         timing.scheduler_total_us = round(total_s * 1e6)
         return deepstack.success(
             preds,
             reply.node,
             inference_ms=timing.inference_us / 1e3,
-            process_ms=decode_s * 1e3 + timing.board_total_us / 1e3,
+            process_ms=timing.board_total_us / 1e3,
             round_trip_ms=total_s * 1e3,
             extra={
                 "backend": reply.backend,
                 "emulated": reply.emulated,
                 "attempts": reply.attempts,
-                "imageWidth": decoded.width,
-                "imageHeight": decoded.height,
+                "imageWidth": header.width,
+                "imageHeight": header.height,
                 "timing": {f.name: getattr(timing, f.name) for f in pb.StageTiming.DESCRIPTOR.fields},
             },
         )
 
 
-def _prepare(data: bytes, max_pixels: int) -> tuple[Decoded, bytes]:
-    """On a decode thread: the letterboxed frame and the InferRequest bytes the dispatcher forwards."""
-    decoded = decode_letterboxed(data, max_pixels)
-    request = pb.InferRequest(
-        request_id=f"http-{uuid.uuid4().hex[:12]}",
-        encoding=pb.ENCODING_RAW_RGB,
-        frame=decoded.frame.tobytes(),
-    )
-    return decoded, request.SerializeToString()
+def _board_refused(exc: grpc.aio.AioRpcError, header: Header) -> HttpApiError:
+    """A board's refusal as the client's answer: what the board could not decode is the image's fault
+    (400, as a decoder on this server would say), a message over the board's size limit is 413; the
+    rest keep the status of their gRPC code."""
+    code, details = exc.code(), exc.details() or ""
+    if code == grpc.StatusCode.INVALID_ARGUMENT:
+        return HttpApiError(400, f"the image could not be decoded: {details}", code.name)
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED and "larger than max" in details:
+        return HttpApiError(
+            413,
+            f"the {header.format} file is larger than the board takes ({details}): post a smaller image",
+            code.name,
+        )
+    return HttpApiError(_STATUS_OF_CODE.get(code, 500), f"the board refused the image: {details}", code.name)
 
 
 def _text(value: bytes | None) -> str | None:

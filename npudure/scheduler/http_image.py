@@ -1,21 +1,36 @@
-"""Posted images for the HTTP API: decode any size, letterbox to the model's input, map boxes back.
+"""Posted images for the HTTP API: what can be known from the header, before any board sees the bytes.
 
-Runs on the scheduler host (its CPU is faster than the boards'), in a thread of the HTTP API's decode
-pool: the boards get a raw frame at the model's input size, their fast path. Boxes come back in input
-pixels and are mapped to the posted image's pixels by inverting the letterbox.
+The scheduler never decodes a posted image: the board gets the JPEG/PNG bytes as they were posted
+(``ENCODING_JPEG``/``ENCODING_PNG``), decodes and letterboxes them itself and answers with boxes in
+the posted image's pixels (npudure/vision/frames.py ``decode_for_model``, ``Letterbox.to_source``).
+Here only the header is read (a few dozen bytes, microseconds, on the event loop), so that what can
+be refused before a board is refused here with the HTTP status the client should get:
+
+* 400 — empty, not a JPEG/PNG, or a header that does not give a size (truncated before it);
+* 413 — more pixels or a longer side than this server (``max_image_pixels``) or the boards
+  (``frames.MAX_IMAGE_PIXELS``, ``frames.MAX_IMAGE_SIDE``) take, or more bytes than a board message.
+
+What only a decode finds (a corrupt or truncated body after a good header, a JPEG over the decode
+budget) the board answers INVALID_ARGUMENT, which the API maps to 400.
 """
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 
-import numpy as np
+from npudure.proto import inference_pb2 as pb
+from npudure.vision import frames
+from npudure.vision.decode_budget import MAX_SEGMENTS
 
-from npudure.vision.frames import INPUT_SIZE, letterbox
+# What a board decodes: the formats cameras, NVRs and Frigate post.
+FORMATS = ("JPEG", "PNG")
+# The InferRequest's own bytes around the image (request id, encoding, field tags and lengths).
+ENVELOPE_BYTES = 256
 
-# What DeepStack and CodeProject.AI accept in practice (what cameras, NVRs and people post).
-FORMATS = ("JPEG", "PNG", "BMP", "WEBP")
+# JPEG start-of-frame markers (SOF0..SOF15 but DHT C4, JPG C8 and DAC CC) carry the image's size.
+_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+# Markers without a length field (TEM, RSTn, SOI, EOI).
+_STANDALONE = frozenset({0x01, *range(0xD0, 0xDA)})
 
 
 class ImageError(Exception):
@@ -27,77 +42,87 @@ class ImageError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class Letterbox:
-    """Where a (width x height) image sits in the input square: scaled to new_w x new_h at (left, top)."""
-
+class Header:
+    format: str  # "JPEG" or "PNG"
+    encoding: int  # the InferRequest encoding the board gets
     width: int
     height: int
-    new_w: int
-    new_h: int
-    left: int
-    top: int
-
-    @classmethod
-    def of(cls, width: int, height: int, size: int = INPUT_SIZE) -> Letterbox:
-        # The geometry of npudure.vision.frames.letterbox (tests/unit/scheduler/test_http_image.py checks
-        # it against that function's output, so the two cannot drift apart silently).
-        scale = size / max(width, height)
-        new_w, new_h = max(1, round(width * scale)), max(1, round(height * scale))
-        return cls(width, height, new_w, new_h, (size - new_w) // 2, (size - new_h) // 2)
-
-    def to_image(self, boxes: np.ndarray, width: int, height: int) -> np.ndarray:
-        """(N, 4) x1, y1, x2, y2 in input pixels -> the same in the pixels of a ``width`` x ``height``
-        image (the posted one; this letterbox may be of a reduced decode of it), clipped to the image."""
-        sx, sy = width / self.new_w, height / self.new_h
-        out = np.empty_like(boxes, dtype=np.float64)
-        out[:, 0::2] = (boxes[:, 0::2] - self.left) * sx
-        out[:, 1::2] = (boxes[:, 1::2] - self.top) * sy
-        np.clip(out[:, 0::2], 0, width, out=out[:, 0::2])
-        np.clip(out[:, 1::2], 0, height, out=out[:, 1::2])
-        return out
 
 
-@dataclass(frozen=True, slots=True)
-class Decoded:
-    frame: np.ndarray  # (INPUT_SIZE, INPUT_SIZE, 3) uint8 RGB, letterboxed
-    width: int  # the posted image's size, in its own pixels
-    height: int
-    box: Letterbox  # where the (possibly reduced) decode sits in the frame
-
-    def to_image(self, boxes: np.ndarray) -> np.ndarray:
-        return self.box.to_image(boxes, self.width, self.height)
-
-
-def decode_letterboxed(data: bytes, max_pixels: int) -> Decoded:
-    """Decode a posted image (header checked before any pixel is decoded) and letterbox it."""
-    from PIL import Image, UnidentifiedImageError
-
+def sniff(data: bytes, max_pixels: int, max_bytes: int) -> Header:
+    """The format and size of a posted image, from its header alone; ImageError for what is refused."""
     if not data:
         raise ImageError("the image is empty (0 bytes): post the image file's bytes as the field 'image'")
-    try:
-        with Image.open(io.BytesIO(data), formats=FORMATS) as image:
-            width, height = image.size
-            if width * height > max_pixels:
-                raise ImageError(
-                    f"the image is {width}x{height} = {width * height:,} pixels; this server decodes at "
-                    f"most {max_pixels:,}: scale it down before posting",
-                    status=413,
-                )
-            if image.format == "JPEG":
-                # DCT scaling: a 4K JPEG decodes at 1/2..1/8 straight to about the letterbox's size.
-                target = Letterbox.of(width, height)
-                image.draft("RGB", (target.new_w, target.new_h))
-            box = Letterbox.of(*image.size)
-            frame = letterbox(image)
-    except ImageError:
-        raise
-    except UnidentifiedImageError:
-        raise ImageError(f"the image could not be decoded: it is not a {', '.join(FORMATS)} file") from None
-    except Image.DecompressionBombError:
+    if data[:2] == b"\xff\xd8":
+        header = _jpeg(data)
+    elif data[:8] == frames.PNG_MAGIC:
+        header = _png(data)
+    else:
         raise ImageError(
-            f"the image header claims far more than {max_pixels:,} pixels: scale it down before posting",
+            f"the image could not be decoded: it is not a {' or '.join(FORMATS)} file (post the camera's "
+            "JPEG, or a PNG)"
+        )
+    w, h = header.width, header.height
+    if w < 1 or h < 1:
+        raise ImageError(f"the image could not be decoded: its {header.format} header says {w}x{h} pixels")
+    pixels = min(max_pixels, frames.MAX_IMAGE_PIXELS)
+    if w * h > pixels or max(w, h) > frames.MAX_IMAGE_SIDE:
+        raise ImageError(
+            f"the image is {w}x{h} = {w * h:,} pixels; this server takes at most {pixels:,} pixels and "
+            f"{frames.MAX_IMAGE_SIDE} a side: scale it down before posting",
             status=413,
-        ) from None
-    except Exception as exc:  # any decoder failure is the request's fault, never the server's
-        raise ImageError(f"the image could not be decoded (corrupt or truncated): {exc}") from None
-    return Decoded(frame, width, height, box)
+        )
+    if len(data) + ENVELOPE_BYTES > max_bytes:
+        raise ImageError(
+            f"the image file is {len(data):,} bytes; the boards take at most "
+            f"{max_bytes - ENVELOPE_BYTES:,} (the scheduler's max_message_bytes): post a smaller or more "
+            "compressed image",
+            status=413,
+        )
+    return header
+
+
+def _jpeg(data: bytes) -> Header:
+    """Walk the marker segments from SOI to the first SOFn (bounded like the board's decode budget)."""
+    at, end = 2, len(data)
+    for _ in range(MAX_SEGMENTS + 16):
+        if at + 4 > end:
+            break
+        if data[at] != 0xFF:
+            raise ImageError("the image could not be decoded (corrupt JPEG: no marker where one must be)")
+        marker = data[at + 1]
+        if marker == 0xFF:  # a fill byte before a marker
+            at += 1
+            continue
+        if marker in _STANDALONE:
+            if marker == 0xD9:  # EOI before any frame
+                break
+            at += 2
+            continue
+        length = int.from_bytes(data[at + 2 : at + 4], "big")
+        if marker in _SOF:
+            if length < 8 or at + 9 > end:
+                break
+            height = int.from_bytes(data[at + 5 : at + 7], "big")
+            width = int.from_bytes(data[at + 7 : at + 9], "big")
+            return Header("JPEG", pb.ENCODING_JPEG, width, height)
+        if marker == 0xDA:  # a scan before any frame header
+            break
+        if length < 2:
+            raise ImageError("the image could not be decoded (corrupt JPEG: a marker segment of length < 2)")
+        at += 2 + length
+    else:
+        raise ImageError(
+            f"the image could not be decoded: its JPEG header has more than {MAX_SEGMENTS} marker "
+            "segments before the frame (a camera's has under 20)"
+        )
+    raise ImageError("the image could not be decoded (corrupt or truncated JPEG: no frame header)")
+
+
+def _png(data: bytes) -> Header:
+    # The signature, then the IHDR chunk first: length (13), "IHDR", width, height (big-endian).
+    if len(data) < 24 or data[12:16] != b"IHDR":
+        raise ImageError("the image could not be decoded (corrupt or truncated PNG: no IHDR header)")
+    width = int.from_bytes(data[16:20], "big")
+    height = int.from_bytes(data[20:24], "big")
+    return Header("PNG", pb.ENCODING_PNG, width, height)

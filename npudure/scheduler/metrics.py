@@ -25,12 +25,6 @@ class SchedulerMetrics:
             registry=r,
         )
         self.requests = _Method(self.requests_by_method, "Infer")
-        self.http_decode = Histogram(
-            "npudure_scheduler_http_decode_seconds",
-            "HTTP API: decoding and letterboxing a posted image on the scheduler",
-            buckets=STAGE_BUCKETS,
-            registry=r,
-        )
         self.board_requests = Counter(
             "npudure_scheduler_board_requests",
             "Board attempts by board and status code",

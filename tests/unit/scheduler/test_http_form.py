@@ -1,0 +1,78 @@
+"""The HTTP API's multipart parser: the bodies real clients build come apart into their fields."""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+import pytest
+from urllib3 import encode_multipart_formdata
+
+from npudure.bench.http_load import multipart
+from npudure.scheduler.http_form import MAX_PARTS, FormError, boundary_of, parse_form
+
+IMAGE = b"\xff\xd8" + bytes(range(256)) * 40 + b"\r\n--not-the-boundary\r\n" + b"\xff\xd9"
+
+
+def test_requests_body_as_frigate_sends_it() -> None:
+    """requests builds its files= / data= body with urllib3's encoder (Frigate, deepstack-python)."""
+    body, content_type = encode_multipart_formdata(
+        {"api_key": "k", "min_confidence": "0.5", "image": ("image.jpg", IMAGE, "image/jpeg")}
+    )
+    form = parse_form(body, boundary_of(content_type))
+    assert form == {"api_key": b"k", "min_confidence": b"0.5", "image": IMAGE}
+
+
+def test_aiohttp_formdata_body() -> None:
+    form_data = aiohttp.FormData({"api_key": "x"})
+    form_data.add_field("image", IMAGE, filename="frame.jpg", content_type="image/jpeg")
+
+    async def encode() -> tuple[bytes, str]:
+        writer = form_data()
+        chunks: list[bytes] = []
+
+        class Sink:
+            async def write(self, data: bytes) -> None:
+                chunks.append(bytes(data))
+
+        await writer.write(Sink())
+        return b"".join(chunks), writer.content_type
+
+    body, content_type = asyncio.run(encode())
+    assert parse_form(body, boundary_of(content_type)) == {"api_key": b"x", "image": IMAGE}
+
+
+def test_the_benchs_body_a_part_without_filename_or_headers_and_a_repeated_name() -> None:
+    body, content_type = multipart(IMAGE, api_key="")
+    assert parse_form(body, boundary_of(content_type)) == {"api_key": b"", "image": IMAGE}
+    raw = (
+        b"preamble\r\n--b\r\nContent-Disposition: form-data; name=image\r\n\r\nfirst\r\n"
+        b"--b\r\n\r\nnameless\r\n"
+        b'--b\r\ncontent-disposition: form-data; name="image"\r\n\r\nsecond\r\n--b--\r\n'
+    )
+    assert parse_form(raw, boundary_of('multipart/form-data; boundary="b"')) == {"image": b"first"}
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        (b"no boundary here", "does not contain its boundary"),
+        (b"--bXX", "not followed by CRLF"),
+        (b'--b\r\nContent-Disposition: form-data; name="image"', "headers do not end"),
+        (b'--b\r\nContent-Disposition: form-data; name="image"\r\n\r\ncut off', "no closing boundary"),
+        (
+            b'--b\r\nContent-Disposition: form-data; name="image"\r\nContent-Transfer-Encoding: base64'
+            b"\r\n\r\n/9j/\r\n--b--",
+            "base64",
+        ),
+        (b"--b\r\n\r\nx\r\n" * (MAX_PARTS + 1) + b"--b--", "more than"),
+    ],
+)
+def test_malformed_bodies_say_what_is_wrong(body: bytes, fragment: str) -> None:
+    with pytest.raises(FormError, match=fragment):
+        parse_form(body, b"b")
+
+
+def test_a_content_type_without_boundary() -> None:
+    with pytest.raises(FormError, match="no multipart boundary"):
+        boundary_of("multipart/form-data")
