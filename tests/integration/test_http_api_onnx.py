@@ -17,7 +17,7 @@ from PIL import Image
 
 pytest.importorskip("onnxruntime")
 
-from deepstack_requests import hand_letterbox, jpeg
+from helpers.deepstack_requests import hand_letterbox, jpeg
 
 from npudure.backends import create_backend
 from npudure.config import AgentConfig
