@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from npudure.proto import inference_pb2 as pb
-from npudure.vision.coco import label
+from npudure.vision.labels import coco_label as label
 
 DEFAULT_MIN_CONFIDENCE = 0.4  # DeepStack's and CodeProject.AI's default
 MODULE_ID = "npudure"

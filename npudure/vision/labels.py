@@ -29,6 +29,11 @@ COCO80: tuple[str, ...] = (
 MAX_NAME_CHARS = 200
 
 
+def coco_label(class_id: int) -> str:
+    """The COCO name of ``class_id`` (DeepStack's and Frigate's labelmap); other ids read ``class<id>``."""
+    return COCO80[class_id] if 0 <= class_id < len(COCO80) else f"class{class_id}"
+
+
 class NamesError(ValueError):
     """Class names that cannot be read, or that do not fit the model's class count."""
 

@@ -21,7 +21,7 @@ from PIL import Image
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
-from npudure.vision.coco import COCO80
+from npudure.vision.labels import COCO80
 
 FRIGATE_TIMEOUT_S = 0.1  # Frigate's DeepstackDetectorConfig.api_timeout default
 FRIGATE_THRESHOLD = 0.4  # Frigate stops reading at the first prediction under this

@@ -34,8 +34,8 @@ from npudure.lab.local import LocalCluster, free_port
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
-from npudure.vision.coco import COCO80
 from npudure.vision.frames import synthetic_frame
+from npudure.vision.labels import COCO80
 
 MAX_BODY = 4 << 20
 MAX_PIXELS = 4_000_000
