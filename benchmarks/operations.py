@@ -33,7 +33,7 @@ import yaml
 
 from npudure.bench.payloads import FrameSet
 from npudure.faults.operations import run_operation, table
-from npudure.lab.local import LocalCluster, free_port, wait_serving
+from npudure.lab.local import LocalCluster, wait_serving
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
@@ -119,18 +119,7 @@ def add_board(args: argparse.Namespace, out: Path) -> None:
     with LocalCluster(boards=2, time_scale=args.time_scale) as cluster:
         assert cluster.scheduler is not None and cluster.admin_token_file is not None
         name = "board9"
-        config = {
-            "node_name": name,
-            "listen": f"127.0.0.1:{free_port()}",
-            "metrics_port": 0,
-            "backend": "sim",
-            "sim": {"time_scale": cluster.time_scale, "seed": 9},
-            "admin": {"token_file": str(cluster.admin_token_file)},
-        }
-        agent = cluster._write(name, "agent", config)
-        cluster.agents[name] = agent  # stopped with the cluster
-        cluster._spawn(agent, "agent")
-        wait_serving(agent.address, 60, agent.process)
+        agent = cluster.add_agent(name)
         path = cluster.scheduler.config_path
         sched = yaml.safe_load(path.read_text())
         sched["boards"].append({"name": name, "address": agent.address})

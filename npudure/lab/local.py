@@ -92,6 +92,7 @@ class LocalCluster:
     scheduler: Proc | None = field(default=None, init=False)
     _tmp: tempfile.TemporaryDirectory | None = field(default=None, init=False)
     _set_env: bool = field(default=False, init=False)
+    _admin: dict[str, Any] = field(default_factory=dict, init=False)  # the credentials start() gave agents
 
     @property
     def address(self) -> str:
@@ -125,30 +126,11 @@ class LocalCluster:
                 os.environ[security.ENV_TOKEN] = str(self.admin_token_file)
                 self._set_env = True
             admin = {"admin": {"token_file": str(self.admin_token_file)}}
+        self._admin = admin
         try:
             for i in range(1, self.boards + 1):
                 name = f"board{i}"
-                config = {
-                    "node_name": name,
-                    "listen": f"127.0.0.1:{free_port()}",
-                    "metrics_port": 0,
-                    "backend": self.backend,
-                    "npu_cores": self.npu_cores,
-                    "sim": {
-                        "time_scale": self.time_scale,
-                        "seed": i,
-                        **(
-                            {"synthetic_detections": self.synthetic_detections}
-                            if self.synthetic_detections
-                            else {}
-                        ),
-                    },
-                    **({"model": self.model} if self.model else {}),
-                    **admin,
-                    **self.agent_overrides,
-                    **self.per_board_overrides.get(name, {}),
-                }
-                self.agents[name] = self._write(name, "agent", config)
+                self.agents[name] = self._write(name, "agent", self._agent_config(name, i, admin))
             for proc in self.agents.values():
                 self._spawn(proc, "agent")
             for proc in self.agents.values():
@@ -175,6 +157,34 @@ class LocalCluster:
             self.stop()
             raise
         return self
+
+    def _agent_config(self, name: str, seed: int, admin: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "node_name": name,
+            "listen": f"127.0.0.1:{free_port()}",
+            "metrics_port": 0,
+            "backend": self.backend,
+            "npu_cores": self.npu_cores,
+            "sim": {
+                "time_scale": self.time_scale,
+                "seed": seed,
+                **({"synthetic_detections": self.synthetic_detections} if self.synthetic_detections else {}),
+            },
+            **({"model": self.model} if self.model else {}),
+            **admin,
+            **self.agent_overrides,
+            **self.per_board_overrides.get(name, {}),
+        }
+
+    def add_agent(self, name: str, seed: int = 9) -> Proc:
+        """One more agent beside the running cluster, serving but not yet in the scheduler's board set
+        (write the set and reload it to add it); stopped with the cluster."""
+        assert self.workdir is not None, "cluster not started"
+        proc = self._write(name, "agent", self._agent_config(name, seed, self._admin))
+        self.agents[name] = proc
+        self._spawn(proc, "agent")
+        self._wait(proc)
+        return proc
 
     def _wait(self, proc: Proc) -> None:
         """Wait until ``proc`` serves; if it exited, say why in its own words (its last log line)."""

@@ -13,7 +13,7 @@ import numpy as np
 import yaml
 
 from npudure.faults.background import BackgroundLoad
-from npudure.lab.local import LocalCluster, Proc, free_port, wait_serving
+from npudure.lab.local import LocalCluster, Proc
 from npudure.proto import contract
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
@@ -64,25 +64,6 @@ def route_boards(cluster: LocalCluster) -> list[str]:
 def agent_served(address: str) -> int:
     with security.channel(address) as channel:
         return rpc.NodeStub(channel).GetStatus(pb.NodeStatusRequest(), timeout=5).served_total
-
-
-def add_agent(cluster: LocalCluster, name: str) -> Proc:
-    """One more agent process beside the cluster (not yet in the scheduler's config)."""
-    assert cluster.admin_token_file is not None
-    config = {
-        "node_name": name,
-        "listen": f"127.0.0.1:{free_port()}",
-        "metrics_port": 0,
-        "backend": "sim",
-        "sim": {"time_scale": cluster.time_scale, "seed": 9},
-        "admin": {"token_file": str(cluster.admin_token_file)},
-        **cluster.agent_overrides,
-    }
-    proc = cluster._write(name, "agent", config)
-    cluster.agents[name] = proc  # stopped with the cluster
-    cluster._spawn(proc, "agent")
-    wait_serving(proc.address, cluster.start_timeout_s, proc.process)
-    return proc
 
 
 def write_boards(cluster: LocalCluster, boards: list[tuple[str, str]]) -> None:

@@ -14,7 +14,6 @@ import time
 import grpc
 import pytest
 from helpers.fleet_ops import (
-    add_agent,
     agent_served,
     board_states,
     failures,
@@ -68,7 +67,7 @@ def test_an_agent_stopped_with_sigterm_costs_no_request(mode: str) -> None:
 def test_boards_join_and_leave_by_reload_under_load(mode: str) -> None:
     with _cluster(scheduler_overrides={"health_interval_s": 0.2}) as cluster:
         boards = [(p.name, p.address) for p in cluster.agents.values()]
-        board4 = add_agent(cluster, "board4")
+        board4 = cluster.add_agent("board4")
         load = start_load(cluster, mode, duration_s=12.0)
         time.sleep(1.5)
 
