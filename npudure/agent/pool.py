@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -44,6 +44,9 @@ class Outcome:
     result: ContextResult
     queue_s: float
     decode_s: float
+    # The worker thread's CPU ns by stage (cpu_account.STAGES): the backend's own split, the rest of
+    # its run() as "inference".
+    cpu_ns: dict[str, int] = field(default_factory=dict)
 
 
 class WorkerPool:
@@ -142,13 +145,15 @@ class WorkerPool:
             self.waiting -= 1
         queue_s = time.perf_counter() - enqueued
 
-        def job() -> tuple[ContextResult, float]:
+        def job() -> tuple[ContextResult, float, dict[str, int]]:
             worker.busy_since = time.monotonic()
             try:
                 start = time.perf_counter()
                 image = decode()
                 decoded = time.perf_counter()
-                return worker.context.run(image), decoded - start
+                c0 = time.thread_time_ns()
+                result = worker.context.run(image)
+                return result, decoded - start, _worker_cpu(result, time.thread_time_ns() - c0)
             finally:
                 worker.busy_since = None
 
@@ -156,8 +161,8 @@ class WorkerPool:
         # The context goes back to the free list only when its thread is done with it, even when the
         # caller is cancelled mid-inference: a context must never serve two frames at once.
         future.add_done_callback(lambda _f: self._done(worker))
-        result, decode_s = await asyncio.shield(future)
-        return Outcome(result, queue_s, decode_s)
+        result, decode_s, cpu_ns = await asyncio.shield(future)
+        return Outcome(result, queue_s, decode_s, cpu_ns)
 
     def close(self) -> None:
         for worker in self._workers:
@@ -165,6 +170,13 @@ class WorkerPool:
             worker.context.close()
         for worker in self._retired:  # still hung: do not wait for them
             worker.executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _worker_cpu(result: ContextResult, run_ns: int) -> dict[str, int]:
+    """The backend's measured stages, and what else run() cost the thread as "inference"."""
+    cpu = dict(result.cpu_ns or {})
+    cpu["inference"] = max(0, run_ns - sum(cpu.values()))
+    return cpu
 
 
 def _close_quietly(context: Context) -> None:

@@ -3,6 +3,7 @@ letterboxed to the model's input, then boxes mapped back to the sent image's pix
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -16,16 +17,24 @@ class FrameJob:
     """Decodes one request for a model of input side ``size`` (on a worker, via :meth:`decode`) and
     remembers where the image sat in the input, so :meth:`detections` answers in source pixels."""
 
-    def __init__(self, encoding: int, frame: bytes, size: int) -> None:
+    def __init__(self, encoding: int, frame: bytes | memoryview, size: int) -> None:
         self.encoding, self.frame, self.size = encoding, frame, size
         self.geometry: frames.Letterbox | None = None
+        # CPU ns of the decode, split at the end of the pixel decode (cpu_account stages), on the
+        # thread that ran it.
+        self.cpu_ns: dict[str, int] = {}
 
     def check(self) -> None:
         """The cheap checks, at the agent's edge (before the frame waits for an NPU core)."""
         frames.check_request_for(self.encoding, self.frame, self.size)
 
     def decode(self) -> np.ndarray:
-        image, self.geometry = frames.decode_for_model(self.encoding, self.frame, self.size)
+        marks: list[int] = []
+        start = time.thread_time_ns()
+        image, self.geometry = frames.decode_for_model(self.encoding, self.frame, self.size, marks)
+        end = time.thread_time_ns()
+        decoded = marks[0] if marks else end
+        self.cpu_ns = {"decode": decoded - start, "letterbox": end - decoded}
         return image
 
     def detections(self, detections: np.ndarray, names: Sequence[str]) -> list[pb.Detection]:

@@ -14,11 +14,12 @@ from grpc_reflection.v1alpha import reflection
 
 from npudure import __version__
 from npudure.affinity import cores
-from npudure.agent import cpucap, replies
+from npudure.agent import cpucap, replies, wire
+from npudure.agent.cpu_account import CpuAccount, now_ns
 from npudure.agent.decode_pool import DecodePool
 from npudure.agent.load_report import ORCA_TRAILER, LoadMeter, ServingState
 from npudure.agent.metrics import AgentMetrics
-from npudure.agent.pool import PoolFull, WorkerPool
+from npudure.agent.pool import Outcome, PoolFull, WorkerPool
 from npudure.backends import Backend, BackendError, create_backend
 from npudure.board import soc, telemetry
 from npudure.config import AgentConfig
@@ -67,7 +68,8 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
     ) -> None:
         self.config = config
         self.backend = backend
-        self.metrics = AgentMetrics(backend.emulation_totals, config.affinity.sysfs_root, backend)
+        self.cpu = CpuAccount()
+        self.metrics = AgentMetrics(backend.emulation_totals, config.affinity.sysfs_root, backend, self.cpu)
         self.health = health.aio.HealthServicer()
         self.admin = security.AdminGuard(config.admin, config.tls)
         self.metrics.watch_admin(self.admin)
@@ -89,30 +91,43 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
     # ------------------------------------------------------------------ data path
     async def infer_bytes(self, request: bytes, context: grpc.aio.ServicerContext) -> pb.InferResponse:
         """Parse here, not in gRPC: bytes that are not an InferRequest are the caller's fault
-        (INVALID_ARGUMENT), never an UNKNOWN that the scheduler would count against this board."""
+        (INVALID_ARGUMENT), never an UNKNOWN that the scheduler would count against this board.
+        The frame stays a view of ``request`` (npudure.agent.wire): no copy until the NPU input."""
+        start = now_ns()
         try:
-            parsed = pb.InferRequest.FromString(request)
+            parsed = wire.parse(request)
         except DecodeError as exc:
             return await self._fail(
                 context, grpc.StatusCode.INVALID_ARGUMENT, f"the request is not an InferRequest: {exc}"
             )
+        self.cpu.add("parse", "loop", now_ns() - start)
         return await self.Infer(parsed, context)
+
+    def serialize_reply(self, reply: pb.InferResponse) -> bytes:
+        start = now_ns()
+        data = reply.SerializeToString()
+        self.cpu.add("reply", "loop", now_ns() - start)
+        return data
 
     def inference_handler(self) -> grpc.GenericRpcHandler:
         return grpc.method_handlers_generic_handler(
             SERVICE_NAMES[0],
             {
                 "Infer": grpc.unary_unary_rpc_method_handler(
-                    self.infer_bytes, response_serializer=pb.InferResponse.SerializeToString
+                    self.infer_bytes, response_serializer=self.serialize_reply
                 )
             },
         )
 
-    async def Infer(self, request: pb.InferRequest, context: grpc.aio.ServicerContext) -> pb.InferResponse:
+    async def Infer(
+        self, request: pb.InferRequest | wire.Request, context: grpc.aio.ServicerContext
+    ) -> pb.InferResponse:
         received = time.perf_counter()
         job = replies.FrameJob(request.encoding, request.frame, self.backend.input_size)
         try:
+            start = now_ns()
             job.check()
+            self.cpu.add("check", "loop", now_ns() - start)
             # Decoded first, on the decoder's own threads: a costly JPEG never holds an NPU context.
             image, decode_s = await self.decoder.decode(request.encoding, job.decode)
             self.metrics.queue_depth.set(self.pool.waiting + 1)
@@ -128,6 +143,7 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
             )
         finally:
             self.metrics.queue_depth.set(self.pool.waiting)
+        reply_start = now_ns()
         result = outcome.result
         total = time.perf_counter() - received
         timing = pb.StageTiming(
@@ -148,14 +164,14 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
             ("postprocess", result.postprocess_s),
             ("board_total", total),
         ):
-            self.metrics.stage_seconds.labels(stage).observe(seconds)
+            self.metrics.stage(stage).observe(seconds)
         self.served += 1
         self.metrics.requests.labels("OK").inc()
         busy = decode_s + result.preprocess_s + result.inference_s + result.postprocess_s
         self.load.record(busy)
         context.set_trailing_metadata(((ORCA_TRAILER, self.load.report()),))
         dets = result.detections
-        return pb.InferResponse(
+        reply = pb.InferResponse(
             request_id=request.request_id,
             node=self.config.node_name,
             backend=self.backend.name,
@@ -164,6 +180,17 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
             attempts=1,
             detections=job.detections(dets, self.backend.class_names),
         )
+        self._account(job, outcome, request.encoding, now_ns() - reply_start)
+        return reply
+
+    def _account(self, job: replies.FrameJob, outcome: Outcome, encoding: int, reply_ns: int) -> None:
+        """One OK frame's CPU by stage: raw frames are decoded (viewed) on the loop, others on a worker."""
+        decoded_on = "loop" if encoding == pb.ENCODING_RAW_RGB else "worker"
+        for stage, ns in job.cpu_ns.items():
+            self.cpu.add(stage, decoded_on, ns)
+        self.cpu.add_worker(outcome.cpu_ns)
+        self.cpu.add("reply", "loop", reply_ns)
+        self.cpu.frames += 1
 
     async def _fail(self, context: grpc.aio.ServicerContext, code: grpc.StatusCode, message: str):
         self.errors += 1
@@ -200,6 +227,13 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
             utilization=utilization,
             emulation_model_s_total=model_s,
             emulation_actual_s_total=actual_s,
+            stage_cpu=[
+                pb.StageCpu(stage=stage, thread=thread, seconds=seconds)
+                for (stage, thread), seconds in self.cpu.seconds().items()
+                if seconds
+            ],
+            stage_cpu_frames=self.cpu.frames,
+            loop_thread_cpu_s=self.cpu.loop_seconds() or 0.0,
         )
 
     async def GetStatus(
@@ -302,6 +336,7 @@ async def serve(
     health_pb2_grpc.add_HealthServicer_to_server(agent.health, server)
     reflection.enable_server_reflection(SERVICE_NAMES, server)
     port = security.add_port(server, config.listen, config.tls)
+    agent.cpu.bind_loop()
     await server.start()
     connections = asyncio.create_task(grpc_limits.watch_connections(port, config.limits))
     agent.metrics.serve(config.listen, config.metrics_port, config.metrics_listen, config.tls)

@@ -31,6 +31,9 @@ class ContextResult:
     postprocess_s: float
     # Handing the input to the NPU, where the runtime separates it from inference (else 0).
     npu_input_s: float = 0.0
+    # The calling thread's CPU nanoseconds by stage ("preprocess", "npu_input", "postprocess"), where
+    # the backend measures them; the worker pool counts the rest of run() as "inference".
+    cpu_ns: dict[str, int] | None = None
 
 
 NO_DETECTIONS = np.zeros((0, 6), dtype=np.float32)

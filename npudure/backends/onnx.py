@@ -43,14 +43,15 @@ class _OnnxContext(Context):
         self._size = input_size
 
     def run(self, image: np.ndarray) -> ContextResult:
-        t0 = time.perf_counter()
+        c0, t0 = time.thread_time_ns(), time.perf_counter()
         x = to_model_input(image)
-        t1 = time.perf_counter()
+        c1, t1 = time.thread_time_ns(), time.perf_counter()
         outputs = self._session.run(None, {self._input: x})  # type: ignore[attr-defined]
-        t2 = time.perf_counter()
+        c2, t2 = time.thread_time_ns(), time.perf_counter()
         detections = postprocess_with(outputs, self._pp, self._layout, self._size)
         t3 = time.perf_counter()
-        return ContextResult(detections, t1 - t0, t2 - t1, t3 - t2)
+        cpu = {"preprocess": c1 - c0, "postprocess": time.thread_time_ns() - c2}
+        return ContextResult(detections, t1 - t0, t2 - t1, t3 - t2, cpu_ns=cpu)
 
 
 class OnnxBackend(ModelFileBackend):

@@ -158,11 +158,11 @@ class _RknnContext(Context):
         self._released = False
 
     def run(self, image: np.ndarray) -> ContextResult:
-        t0 = time.perf_counter()
+        c0, t0 = time.thread_time_ns(), time.perf_counter()
         batch = np.ascontiguousarray(image)[None]  # NHWC uint8; the NPU does the /255 itself
-        t1 = time.perf_counter()
+        c1, t1 = time.thread_time_ns(), time.perf_counter()
         outputs = self._lite.inference(inputs=[batch], data_format=["nhwc"])  # type: ignore[attr-defined]
-        t2 = time.perf_counter()
+        c2, t2 = time.thread_time_ns(), time.perf_counter()
         if outputs is None:
             raise BackendError(
                 f"NPU core {self.core}: RKNNLite.inference returned no outputs (see the rknn log above; "
@@ -172,7 +172,8 @@ class _RknnContext(Context):
             self._layout = detect_layout([np.shape(o) for o in outputs])
         detections = postprocess_with(outputs, self._pp, self._layout, self._size)
         t3 = time.perf_counter()
-        return ContextResult(detections, t1 - t0, t2 - t1, t3 - t2)
+        cpu = {"preprocess": c1 - c0, "postprocess": time.thread_time_ns() - c2}
+        return ContextResult(detections, t1 - t0, t2 - t1, t3 - t2, cpu_ns=cpu)
 
     def close(self) -> None:
         if not self._released:

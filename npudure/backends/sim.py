@@ -101,11 +101,13 @@ class _SimContext(Context):
         self.hung = False
 
     def run(self, image: np.ndarray) -> ContextResult:
+        c0 = time.thread_time_ns()
         t0 = time.perf_counter()
         if self._input is None or self._input.shape != image.shape:
             self._input = np.empty_like(image)
         np.copyto(self._input, image)
         npu_input_s = time.perf_counter() - t0
+        c1 = time.thread_time_ns()
         service = self._backend.mean_service_s()
         cv = self._backend.config.jitter_cv
         if cv > 0:
@@ -120,8 +122,10 @@ class _SimContext(Context):
             time.sleep(0.05)
         inference_s = time.perf_counter() - start
         t1 = time.perf_counter()
+        c2 = time.thread_time_ns()
         detections = synthetic_detections(self._input, self._backend.config.synthetic_detections)
-        return ContextResult(detections, 0.0, inference_s, time.perf_counter() - t1, npu_input_s)
+        cpu = {"npu_input": c1 - c0, "postprocess": time.thread_time_ns() - c2}
+        return ContextResult(detections, 0.0, inference_s, time.perf_counter() - t1, npu_input_s, cpu)
 
 
 class SimBackend(Backend):

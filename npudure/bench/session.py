@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from npudure import __version__
-from npudure.bench import analysis, cpu, experiments, report, telemetry_log
+from npudure.bench import agent_cpu, analysis, cpu, experiments, report, telemetry_log
 from npudure.bench.cluster import BenchError, ClusterAdmin, ClusterGuard, active_boards, state_name
 from npudure.bench.lease import DEFAULT_TTL_S, LeaseKeeper, default_holder
 from npudure.bench.load import LoadResult, Target, closed_loop, open_loop
@@ -489,15 +489,19 @@ class BenchSession:
         assert self.admin
         status = self.admin.status()
         boot_ids: dict[str, str | None] = {}
+        stage_cpu: dict[str, dict[str, float] | None] = {}
         for b in status.boards:
             if b.name not in boards:
                 continue
             node = self.admin.node_status(b.address) if self.settings.direct_telemetry else None
+            # Stage CPU only from the board itself: the scheduler's copy may be a poll old.
+            stage_cpu[b.name] = agent_cpu.counters(node)
             if node is None and b.HasField("last_status"):
                 node = b.last_status
             boot_ids[b.name] = node.boot_id if node is not None and node.boot_id else None
         return {
             "boot_ids": boot_ids,
+            "stage_cpu": stage_cpu,
             "served_total": status.served_total,
             "policy": status.policy,
             "connections_per_board": status.connections_per_board,
@@ -554,6 +558,10 @@ class BenchSession:
             "scheduler_cpu": sched,
             "host_cpu_busy_fraction": host,
             "host_cpu": cpu.host_window(host_before, host_after, shared=bool(self.scheduler_pids)),
+            "agent_cpu_ms_per_frame": {
+                b: agent_cpu.per_frame_ms(before["stage_cpu"].get(b), after["stage_cpu"].get(b))
+                for b in spec.boards
+            },
             "boot_ids_before": before["boot_ids"],
             "boot_ids_after": after["boot_ids"],
             "cluster_before": {

@@ -12,6 +12,7 @@ to the input size.
 from __future__ import annotations
 
 import io
+import time
 from dataclasses import dataclass
 
 import grpc
@@ -134,13 +135,17 @@ def _too_big(w: int, h: int) -> bool:
     return w > MAX_IMAGE_SIDE or h > MAX_IMAGE_SIDE or w * h > MAX_IMAGE_PIXELS
 
 
-def decode_for_model(encoding: int, frame: bytes, size: int = INPUT_SIZE) -> tuple[np.ndarray, Letterbox]:
+def decode_for_model(
+    encoding: int, frame: bytes | memoryview, size: int = INPUT_SIZE, marks: list[int] | None = None
+) -> tuple[np.ndarray, Letterbox]:
     """A checked request → the model's size x size x 3 uint8 input and where the image sits in it.
 
     Raw frames are the fast path (no copy, identity geometry). JPEG/PNG of any size up to
     ``MAX_IMAGE_SIDE`` a side and ``MAX_IMAGE_PIXELS`` are letterboxed; the size is read from the
     header before any pixel is decoded, and a big JPEG is decoded straight at a reduced scale (libjpeg's
-    DCT scaling, ``draft``) when that still covers the letterboxed size."""
+    DCT scaling, ``draft``) when that still covers the letterboxed size. ``marks``, when given, gets
+    this thread's CPU clock (``time.thread_time_ns``) once the pixels are decoded, before the
+    letterbox (the agent's per-stage CPU accounting)."""
     if encoding == pb.ENCODING_RAW_RGB:
         return np.frombuffer(frame, dtype=np.uint8).reshape(size, size, 3), letterbox_geometry(
             size, size, size
@@ -161,14 +166,14 @@ def decode_for_model(encoding: int, frame: bytes, size: int = INPUT_SIZE) -> tup
             box = letterbox_geometry(w, h, size)
             if kind == "JPEG" and not box.identity:
                 image.draft("RGB", (box.new_w, box.new_h))
-            rgb = image.convert("RGB")
+            image.load()
+            # convert() to the mode the image already has is a full copy: skip it.
+            rgb = image if image.mode == "RGB" else image.convert("RGB")
+            if marks is not None:
+                marks.append(time.thread_time_ns())
             if box.identity:
                 return np.asarray(rgb), box
-            canvas = Image.new("RGB", (size, size), (LETTERBOX_FILL,) * 3)
-            canvas.paste(
-                rgb.resize((box.new_w, box.new_h), Image.Resampling.BILINEAR), (box.pad_x, box.pad_y)
-            )
-            return np.asarray(canvas, dtype=np.uint8), box
+            return _pad(np.asarray(rgb.resize((box.new_w, box.new_h), Image.Resampling.BILINEAR)), box), box
     except FrameError:
         raise
     except Image.DecompressionBombError:
@@ -178,6 +183,14 @@ def decode_for_model(encoding: int, frame: bytes, size: int = INPUT_SIZE) -> tup
         ) from None
     except Exception as exc:  # any decoder failure is the request's fault, never the board's
         raise FrameError(f"frame is not a valid {kind} (corrupt or truncated): {exc}") from None
+
+
+def _pad(scaled: np.ndarray, box: Letterbox) -> np.ndarray:
+    """The scaled image on the grey square (numpy: one fill and one copy, where a PIL canvas took a
+    fill, a paste and a repack of the whole square)."""
+    out = np.full((box.size, box.size, 3), LETTERBOX_FILL, dtype=np.uint8)
+    out[box.pad_y : box.pad_y + box.new_h, box.pad_x : box.pad_x + box.new_w] = scaled
+    return out
 
 
 def encode_jpeg(image: np.ndarray, quality: int = 90) -> bytes:

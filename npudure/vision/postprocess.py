@@ -33,7 +33,9 @@ if TYPE_CHECKING:
 Layout = Literal["zoo", "split", "concat"]
 LAYOUTS: tuple[Layout, ...] = ("zoo", "split", "concat")
 REG_MAX = 16
-MAX_NMS_CANDIDATES = 30000  # like ultralytics: beyond this the frame is noise, keep the best
+MAX_NMS_CANDIDATES = 30000
+# Up to this many candidates NMS computes their IoU matrix at once (256² float64: 0.5 MB).
+NMS_MATRIX_MAX = 256  # like ultralytics: beyond this the frame is noise, keep the best
 _EMPTY = np.zeros((0, 6), dtype=np.float32)
 
 
@@ -177,6 +179,10 @@ def nms(
     x1, y1, x2, y2 = shifted.T
     areas = np.maximum(x2 - x1, 0) * np.maximum(y2 - y1, 0)
     order = np.argsort(-scores, kind="stable")
+    if len(order) <= NMS_MATRIX_MAX:
+        return _nms_matrix(
+            x1[order], y1[order], x2[order], y2[order], areas[order], order, iou_threshold, max_keep
+        )
     keep: list[int] = []
     while order.size and len(keep) < max_keep:
         i = int(order[0])
@@ -188,6 +194,42 @@ def nms(
         iou = inter / np.maximum(areas[i] + areas[rest] - inter, 1e-9)
         order = rest[iou <= iou_threshold]
     return np.asarray(keep, dtype=np.int64)
+
+
+def _nms_matrix(
+    x1: np.ndarray,
+    y1: np.ndarray,
+    x2: np.ndarray,
+    y2: np.ndarray,
+    areas: np.ndarray,
+    order: np.ndarray,
+    iou_threshold: float,
+    max_keep: int,
+) -> np.ndarray:
+    """:func:`nms`'s greedy pass with every IoU computed at once (boxes already in score order).
+
+    Each IoU is the same float64 expression as the pairwise loop's (min/max and + are symmetric), so
+    the kept set is the same: a box survives when no earlier kept box overlaps it past the threshold.
+    One numpy call per kept box instead of ~8 (the loop's cost at ~25-50).
+    """
+    if max_keep <= 0:
+        return np.zeros(0, dtype=np.int64)
+    w = np.clip(np.minimum(x2[:, None], x2[None]) - np.maximum(x1[:, None], x1[None]), 0, None)
+    h = np.clip(np.minimum(y2[:, None], y2[None]) - np.maximum(y1[:, None], y1[None]), 0, None)
+    inter = w * h
+    iou = inter / np.maximum(areas[:, None] + areas[None] - inter, 1e-9)
+    # "not <=" rather than ">": a NaN IoU suppresses, as the loop's ``iou <= threshold`` filter does.
+    over = ~(iou <= iou_threshold)
+    removed = np.zeros(len(order), dtype=bool)
+    keep: list[int] = []
+    for k in range(len(order)):
+        if removed[k]:
+            continue
+        keep.append(k)
+        if len(keep) >= max_keep:
+            break
+        removed |= over[k]  # boxes before k are decided already; k itself is kept
+    return order[np.asarray(keep, dtype=np.int64)]
 
 
 def postprocess(

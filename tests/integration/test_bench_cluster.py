@@ -226,6 +226,11 @@ def test_local_and_proxyless_paths_reach_the_boards_without_the_scheduler(
     assert _cluster_status(cluster).served_total - served_before < 2 * through_scheduler + 50
     row = local["boards"]["board1"]
     assert row["cluster_via"] == "scheduler" and row["cluster_over_local_x"] is not None
+    # The agent's own CPU per frame by stage, read from board1 before and after each run.
+    agent_ms = row["agent_cpu_ms_per_frame"]["local"]
+    assert agent_ms["parse/loop"] > 0 and agent_ms["npu_input/worker"] > 0 and agent_ms["reply/loop"] > 0
+    assert agent_ms["loop_thread"] >= sum(v for k, v in agent_ms.items() if k.endswith("/loop"))
+    assert "Agent CPU, board1 local: event-loop thread" in (tmp_path / "paths" / "report.md").read_text()
     assert proxyless["points"]["2"]["conditions"]["via"] == "proxyless"
     assert "straight to the agent" in (tmp_path / "paths" / "report.md").read_text()
     assert recompute(tmp_path / "paths")[1] == []

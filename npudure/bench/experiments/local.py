@@ -8,10 +8,11 @@ per board: throughput ratio cluster/local and the latency the path adds (p50, p9
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from npudure.bench import stats
+from npudure.bench import agent_cpu, stats
 from npudure.bench.experiments.base import Experiment, Plan, PlanContext, Rows
 from npudure.bench.fmt import conditions_line, f, table, valid_runs
 from npudure.bench.groups import aggregate_group, group_by, group_cols
@@ -22,6 +23,15 @@ LOCAL = "agent"
 
 def _diff(a: float | None, b: float | None) -> float | None:
     return a - b if (a is not None and b is not None) else None
+
+
+def _agent_cpu(runs: Sequence[RunData], board: str) -> dict[str, float] | None:
+    """The board agent's CPU-ms per frame by stage (median over the runs that report it)."""
+    rows = [m for r in runs if (m := (r.meta.get("agent_cpu_ms_per_frame") or {}).get(board))]
+    if not rows:
+        return None
+    keys = {k for row in rows for k in row}
+    return {k: float(statistics.median(row.get(k, 0.0) for row in rows)) for k in sorted(keys)}
 
 
 class Local(Experiment):
@@ -63,10 +73,9 @@ class Local(Experiment):
         boards: dict[str, Any] = {}
         warnings = []
         for b, rs in group_by(runs, lambda r: r.spec["boards"][0]).items():
-            by_via = {
-                v: aggregate_group(g)
-                for v, g in group_by(rs, lambda r: r.spec.get("via", "scheduler")).items()
-            }
+            groups = group_by(rs, lambda r: r.spec.get("via", "scheduler"))
+            by_via = {v: aggregate_group(g) for v, g in groups.items()}
+            cpu_by_via = {v: _agent_cpu(g, b) for v, g in groups.items()}
             local = by_via.pop(LOCAL, None)
             cluster_via, cluster = next(iter(by_via.items()), (None, None))
             if local is None or cluster is None:
@@ -83,6 +92,11 @@ class Local(Experiment):
                 "added_latency_mean_ms": _diff(lat_c.get("mean"), lat_l.get("mean")),
                 "added_latency_p50_ms": _diff(lat_c.get("p50"), lat_l.get("p50")),
                 "added_latency_p99_ms": _diff(lat_c.get("p99"), lat_l.get("p99")),
+                # The agent's own thread CPU per frame by stage, straight and via the cluster.
+                "agent_cpu_ms_per_frame": {
+                    "local": cpu_by_via.get(LOCAL),
+                    "cluster": cpu_by_via.get(cluster_via) if cluster_via else None,
+                },
             }
         return {"kind": self.kind, "boards": boards, "warnings": warnings}
 
@@ -144,6 +158,9 @@ class Local(Experiment):
         ]
         lines.append(table(header, rows))
         for b, d in agg["boards"].items():
+            for what, ms in (d.get("agent_cpu_ms_per_frame") or {}).items():
+                lines += ["", f"Agent CPU, {b} {what}: {agent_cpu.summary_line(ms)}"]
+        for b, d in agg["boards"].items():
             for what in ("local", "cluster"):
                 if d[what]:
                     lines += ["", f"Conditions, {b} {what}: {conditions_line(d[what]['conditions'])}"]
@@ -160,6 +177,8 @@ class Local(Experiment):
                 f"{f(cluster.get('throughput_mean_inf_per_s'))} inf/s ({ratio}); added p50 "
                 f"{f(d['added_latency_p50_ms'], '.2f')} ms, p99 {f(d['added_latency_p99_ms'], '.2f')} ms"
             )
+            local_cpu = (d.get("agent_cpu_ms_per_frame") or {}).get("local")
+            out.append(f"    agent CPU (local): {agent_cpu.summary_line(local_cpu)}")
         first = next(iter(agg["boards"].values()), None)
         if first and first["local"]:
             out.append(f"  conditions (local): {conditions_line(first['local']['conditions'])}")

@@ -11,13 +11,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from npudure.bench import experiments
+from npudure.bench import agent_cpu, experiments
 from npudure.bench.experiments import PlanContext
 from npudure.bench.experiments.sweep import operating_concurrency
 from npudure.bench.runs import RunData
 from npudure.bench.samples import STAGES, Samples
 from npudure.bench.session import BenchSession
 from npudure.bench.spec import RunSpec
+from npudure.proto import inference_pb2 as pb
 from npudure.scheduler.policies import POLICIES
 
 BOARDS = ("board1", "board2", "board3")
@@ -288,3 +289,34 @@ def test_local_compares_each_board_straight_with_the_cluster_path() -> None:
     row = experiments.get("local").tables("local", agg)["local.csv"][0]
     assert row["local_throughput_inf_per_s"] == 100.0 and row["cluster_throughput_inf_per_s"] == 95.0
     assert "straight to the agent" in "\n".join(experiments.get("local").markdown("local", agg))
+
+
+def test_local_reports_the_agents_cpu_per_frame_median_over_runs() -> None:
+    ctx = PlanContext(("board1",), "local")
+    specs = plan("local", ctx, per_board=2, repetitions=3)
+    runs = [fake_run(s, {"board1": 20.0}, 100.0) for s in specs]
+    for i, run in enumerate(runs):  # three runs per path: 1, 2, 3 ms of reply on the loop
+        run.meta["agent_cpu_ms_per_frame"] = {
+            "board1": {"reply/loop": 1.0 + i // 2, "loop_thread": 2.0 + i // 2, "stages": 1.0 + i // 2}
+        }
+    agg = experiments.get("local").aggregate(runs)
+    cpu = agg["boards"]["board1"]["agent_cpu_ms_per_frame"]
+    assert set(cpu) == {"local", "cluster"} and cpu["local"]["reply/loop"] in (1.0, 2.0, 3.0)
+    assert sorted([cpu["local"]["reply/loop"], cpu["cluster"]["reply/loop"]]) == [2.0, 2.0]
+    lines = "\n".join(experiments.get("local").summary_lines("local", agg))
+    assert "agent CPU (local): event-loop thread 3.000 ms/frame, stages 2.000" in lines
+
+
+def test_agent_cpu_per_frame_from_a_fresh_agents_zero_counters() -> None:
+    fresh = agent_cpu.counters(pb.NodeStatus())  # an agent that has answered nothing yet
+    after = agent_cpu.counters(
+        pb.NodeStatus(
+            stage_cpu=[pb.StageCpu(stage="reply", thread="loop", seconds=0.02)],
+            stage_cpu_frames=10,
+            loop_thread_cpu_s=0.05,
+        )
+    )
+    ms = agent_cpu.per_frame_ms(fresh, after)
+    assert ms == pytest.approx({"reply/loop": 2.0, "loop_thread": 5.0, "stages": 2.0})
+    assert agent_cpu.per_frame_ms(fresh, fresh) is None  # no frames in between: nothing to divide
+    assert agent_cpu.per_frame_ms(None, after) is None  # no status before: unknown, never guessed

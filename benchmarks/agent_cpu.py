@@ -1,0 +1,485 @@
+#!/usr/bin/env python3
+"""What a frame costs the agent's CPU, beside the floor of receiving it in Python: prints figures,
+asserts nothing (issue #20).
+
+Same run, same client, same frames over real gRPC on loopback:
+
+* ``floor``: a minimal grpc.aio server (its own process) that takes the raw request as bytes and
+  answers nothing (an empty reply): what receiving 1.2 MB costs Python here;
+* ``agent raw``: a real agent (``sim`` backend, EMULATED NPU, tiny time scale so the NPU is never the
+  limit) fed 640x640 raw frames;
+* ``agent jpeg``: the same agent fed 640x640 JPEGs; ``agent jpeg1080``: 1920x1080 JPEGs (decoded at
+  1/2 scale by libjpeg's DCT scaling, then letterboxed to 640).
+
+Per path: the server process's CPU (utime + stime from /proc, all threads) divided by frames, and
+for the agent the per-stage thread CPU it reports in /metrics (``npudure_agent_stage_cpu_seconds``)
+and its event-loop thread's CPU (GIL-serialized). "other" is process CPU not in a named stage
+(gRPC's C threads, asyncio, the metrics of the sim). Paths are interleaved over repetitions; the
+median per path is printed. The decode section times Pillow's ``draft()`` against a full decode on
+this thread. Ends by itself; stops only the processes it started.
+
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/agent_cpu.py --frames 400 --repetitions 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import io
+import json
+import os
+import platform
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from npudure.agent.cpu_account import STAGES, THREADS
+from npudure.bench.cpu import process_cpu_s
+from npudure.lab.local import free_port, wait_serving
+from npudure.proto import inference_pb2 as pb
+from npudure.service.runtime import MALLOC_TUNING
+from npudure.vision import frames
+
+INFER_METHOD = "/npudure.v1.Inference/Infer"
+MAX_MESSAGE = 16 * 1024 * 1024
+# Thread-clock reads per OK raw frame: parse 2, check 2, decode 2, reply 2, serialize 2, pool 2, sim 4.
+READS_PER_FRAME = 16
+PATHS = ("floor", "agent raw", "agent jpeg", "agent jpeg1080")
+_STAGE_LINE = "npudure_agent_stage_cpu_seconds_total{"
+
+
+# ====================================================================== the floor server
+async def _floor(port: int) -> None:
+    async def take(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        return b""  # the bytes were received; nothing is parsed or answered
+
+    server = grpc.aio.server(
+        options=[
+            ("grpc.so_reuseport", 0),
+            ("grpc.max_receive_message_length", MAX_MESSAGE),
+            ("grpc.max_send_message_length", MAX_MESSAGE),
+        ]
+    )
+    handler = grpc.unary_unary_rpc_method_handler(take)
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler("npudure.v1.Inference", {"Infer": handler}),)
+    )
+    server.add_insecure_port(f"127.0.0.1:{port}")
+    await server.start()
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    await stop.wait()
+    await server.stop(0)
+
+
+# ====================================================================== processes
+def _spawn(args: list[str], log: Path) -> subprocess.Popen:
+    # Both servers with the agent's malloc settings (it re-execs itself with them otherwise): without
+    # them every 1.2 MB frame is an mmap/munmap and ~300 page faults, which would bias the floor.
+    env = {**os.environ, **MALLOC_TUNING}
+    with log.open("ab") as out:
+        return subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+
+
+def _stop(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+
+
+def _wait_port(port: int, process: subprocess.Popen, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the floor server exited with code {process.returncode}")
+        with (
+            grpc.insecure_channel(f"127.0.0.1:{port}") as channel,
+            contextlib.suppress(grpc.FutureTimeoutError),
+        ):
+            grpc.channel_ready_future(channel).result(timeout=1)
+            return
+    raise TimeoutError("the floor server did not start")
+
+
+def _agent_config(workdir: Path, port: int, metrics_port: int, time_scale: float) -> Path:
+    import yaml
+
+    path = workdir / "agent.yml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "node_name": "cpu-bench",
+                "listen": f"127.0.0.1:{port}",
+                "metrics_port": metrics_port,
+                "backend": "sim",
+                "npu_cores": 2,
+                "queue_limit": 256,
+                "sim": {"time_scale": time_scale, "jitter_cv": 0.0},
+            }
+        )
+    )
+    return path
+
+
+# ====================================================================== load and meters
+async def _drive(address: str, requests: list[bytes], count: int, concurrency: int) -> int:
+    """``count`` calls, ``concurrency`` outstanding, cycling over ``requests``; returns failures."""
+    failures = 0
+    options = [
+        ("grpc.max_send_message_length", MAX_MESSAGE),
+        ("grpc.max_receive_message_length", MAX_MESSAGE),
+    ]
+    async with grpc.aio.insecure_channel(address, options=options) as channel:
+        call = channel.unary_unary(INFER_METHOD)
+        next_i = iter(range(count))
+
+        async def worker() -> None:
+            nonlocal failures
+            for i in next_i:
+                try:
+                    await call(requests[i % len(requests)], timeout=30)
+                except grpc.aio.AioRpcError:
+                    failures += 1
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return failures
+
+
+def _scrape(metrics_port: int) -> dict[str, float]:
+    """The agent's stage CPU counters, its loop-thread CPU and its frame count."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as reply:
+        text = reply.read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith(_STAGE_LINE):
+            labels, value = line[len(_STAGE_LINE) :].split("} ")
+            parts = dict(kv.split("=") for kv in labels.split(","))
+            out[f"{parts['stage'].strip(chr(34))}/{parts['thread'].strip(chr(34))}"] = float(value)
+        elif line.startswith(
+            ("npudure_agent_loop_thread_cpu_seconds_total ", "npudure_agent_stage_cpu_frames_total ")
+        ):
+            name, value = line.split()
+            out[name] = float(value)
+    return out
+
+
+def _measure(
+    address: str, pid: int, metrics_port: int | None, requests: list[bytes], count: int, concurrency: int
+) -> dict[str, Any]:
+    before = _scrape(metrics_port) if metrics_port else {}
+    cpu0, wall0 = process_cpu_s(pid) or 0.0, time.perf_counter()
+    failures = asyncio.run(_drive(address, requests, count, concurrency))
+    cpu1, wall1 = process_cpu_s(pid) or 0.0, time.perf_counter()
+    after = _scrape(metrics_port) if metrics_port else {}
+    frames_ok = count - failures
+    row: dict[str, Any] = {
+        "frames": count,
+        "failures": failures,
+        "wall_s": wall1 - wall0,
+        "fps": count / (wall1 - wall0),
+        "process_cpu_ms_per_frame": (cpu1 - cpu0) * 1e3 / max(frames_ok, 1),
+    }
+    if metrics_port:
+        n = max(
+            after.get("npudure_agent_stage_cpu_frames_total", 0)
+            - before.get("npudure_agent_stage_cpu_frames_total", 0),
+            1,
+        )
+        stages = {k: (after[k] - before.get(k, 0.0)) * 1e3 / n for k in after if "/" in k}
+        row["stage_cpu_ms_per_frame"] = {k: v for k, v in stages.items() if v > 0}
+        loop = "npudure_agent_loop_thread_cpu_seconds_total"
+        row["loop_thread_cpu_ms_per_frame"] = (after.get(loop, 0) - before.get(loop, 0)) * 1e3 / n
+        row["stage_frames"] = n
+        row["stages_sum_ms"] = sum(stages.values())
+        row["other_ms"] = row["process_cpu_ms_per_frame"] - row["stages_sum_ms"]
+    return row
+
+
+# ====================================================================== decode section (this thread)
+def _thread_ms(fn: Any, repeat: int) -> float:
+    fn()
+    start = time.thread_time()
+    for _ in range(repeat):
+        fn()
+    return (time.thread_time() - start) * 1e3 / repeat
+
+
+def decode_section(jpeg640: bytes, jpeg1080: bytes, repeat: int) -> dict[str, float]:
+    """Pillow decode of a 1080p JPEG with and without ``draft()`` (DCT-domain 1/2 scale), letterboxed."""
+    from PIL import Image
+
+    def plain() -> None:
+        with Image.open(io.BytesIO(jpeg1080)) as image:
+            rgb = image.convert("RGB")
+            rgb.resize((640, 360), Image.Resampling.BILINEAR)
+
+    def drafted() -> None:
+        with Image.open(io.BytesIO(jpeg1080)) as image:
+            image.draft("RGB", (640, 360))
+            rgb = image.convert("RGB")
+            rgb.resize((640, 360), Image.Resampling.BILINEAR)
+
+    return {
+        "jpeg640_decode_for_model_ms": _thread_ms(
+            lambda: frames.decode_for_model(pb.ENCODING_JPEG, jpeg640), repeat
+        ),
+        "jpeg1080_decode_for_model_ms": _thread_ms(
+            lambda: frames.decode_for_model(pb.ENCODING_JPEG, jpeg1080), repeat
+        ),
+        "jpeg1080_plain_decode_resize_ms": _thread_ms(plain, repeat),
+        "jpeg1080_draft_decode_resize_ms": _thread_ms(drafted, repeat),
+    }
+
+
+# ====================================================================== conditions and report
+def conditions(time_scale: float, concurrency: int) -> dict[str, Any]:
+    import numpy
+    import PIL
+
+    load1, load5, _ = os.getloadavg()
+    cores = os.cpu_count() or 0
+    model = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    return {
+        "host": platform.node(),
+        "cpu": model,
+        "cores": cores,
+        "usable_cores": len(os.sched_getaffinity(0)),
+        "load_1m_5m_before": [round(load1, 2), round(load5, 2)],
+        "shared_host_warning": load1 > 0.5 * cores,
+        "python": platform.python_version(),
+        "grpcio": grpc.__version__,
+        "numpy": numpy.__version__,
+        "pillow": PIL.__version__,
+        "backend": f"sim (EMULATED NPU, time_scale {time_scale}, 2 slots)",
+        "client": f"grpc.aio in the benchmark's own process, {concurrency} outstanding, loopback",
+    }
+
+
+def _median_rows(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    med: dict[str, Any] = {"repetitions": len(rows)}
+    for key in (
+        "process_cpu_ms_per_frame",
+        "loop_thread_cpu_ms_per_frame",
+        "stages_sum_ms",
+        "other_ms",
+        "fps",
+    ):
+        values = [r[key] for r in rows if key in r]
+        if values:
+            med[key] = statistics.median(values)
+    med["process_cpu_ms_per_frame_all"] = [round(r["process_cpu_ms_per_frame"], 3) for r in rows]
+    stage_keys = sorted({k for r in rows for k in r.get("stage_cpu_ms_per_frame", {})})
+    if stage_keys:
+        med["stage_cpu_ms_per_frame"] = {
+            k: statistics.median(r.get("stage_cpu_ms_per_frame", {}).get(k, 0.0) for r in rows)
+            for k in stage_keys
+        }
+    med["failures"] = sum(r["failures"] for r in rows)
+    med["frames"] = sum(r["frames"] for r in rows)
+    if all("stage_frames" in r for r in rows):
+        med["stage_frames"] = sum(r["stage_frames"] for r in rows)
+    return med
+
+
+def report(result: dict[str, Any]) -> list[str]:
+    c = result["conditions"]
+    paths = result["paths"]
+    floor = paths["floor"]["process_cpu_ms_per_frame"]
+    lines = [
+        "Agent CPU per frame (issue #20) — server process CPU (/proc utime+stime) / frames",
+        f"conditions: host {c['host']} ({c['cpu']}, {c['cores']} cores), load {c['load_1m_5m_before']} before"
+        + (" — SHARED HOST: other work ran beside this run" if c["shared_host_warning"] else "")
+        + f"; python {c['python']}, grpcio {c['grpcio']}, numpy {c['numpy']}, Pillow {c['pillow']}; "
+        f"backend {c['backend']}; client {c['client']}",
+        "",
+        f"{'path':<16}{'CPU-ms/frame':>13}{'× floor':>9}{'loop thread':>13}{'in stages':>11}{'other':>8}",
+    ]
+    for name in PATHS:
+        p = paths.get(name)
+        if not p:
+            continue
+        cpu = p["process_cpu_ms_per_frame"]
+        lines.append(
+            f"{name:<16}{cpu:>13.3f}{cpu / floor:>8.2f}×"
+            + (
+                f"{p['loop_thread_cpu_ms_per_frame']:>13.3f}"
+                if "loop_thread_cpu_ms_per_frame" in p
+                else f"{'–':>13}"
+            )
+            + (
+                f"{p['stages_sum_ms']:>11.3f}{p['other_ms']:>8.3f}"
+                if "stages_sum_ms" in p
+                else f"{'–':>11}{'–':>8}"
+            )
+        )
+    lines += [
+        "",
+        "per-stage thread CPU, ms per frame (loop = event-loop thread, GIL-serialized; "
+        "worker = decode/NPU threads):",
+    ]
+    header = f"{'stage':<14}" + "".join(
+        f"{name[6:] + ' ' + t:>15}" for name in PATHS[1:] if name in paths for t in THREADS
+    )
+    lines.append(header)
+    for stage in STAGES:
+        cells = []
+        for name in PATHS[1:]:
+            if name not in paths:
+                continue
+            st = paths[name].get("stage_cpu_ms_per_frame", {})
+            cells += [st.get(f"{stage}/{t}", 0.0) for t in THREADS]
+        if any(cells):
+            lines.append(f"{stage:<14}" + "".join(f"{v:>15.4f}" for v in cells))
+    d = result.get("decode")
+    if d:
+        lines += [
+            "",
+            "decode on one thread (thread CPU, ms): 640 JPEG → model input "
+            f"{d['jpeg640_decode_for_model_ms']:.2f}; 1080p JPEG → letterboxed 640 "
+            f"{d['jpeg1080_decode_for_model_ms']:.2f} "
+            f"(= {d['jpeg1080_decode_for_model_ms'] / d['jpeg640_decode_for_model_ms']:.2f}× the 640's); "
+            f"1080p decode+resize without draft {d['jpeg1080_plain_decode_resize_ms']:.2f}, with draft(1/2) "
+            f"{d['jpeg1080_draft_decode_resize_ms']:.2f}",
+        ]
+    us = result["clock_read_us"]
+    lines.append(
+        f"accounting overhead: one thread-clock read costs {us:.3f} µs CPU here; {READS_PER_FRAME} reads "
+        f"per raw frame (+1 for JPEG) = {us * READS_PER_FRAME / 1e3:.4f} ms per frame"
+    )
+    return lines
+
+
+def _clock_read_us() -> float:
+    """CPU cost of one thread-clock read (a syscall where the vDSO does not serve CLOCK_THREAD_CPUTIME_ID)."""
+    n = 100_000
+    start = time.thread_time()
+    for _ in range(n):
+        time.thread_time_ns()
+    return (time.thread_time() - start) * 1e6 / n
+
+
+def _requests() -> dict[str, list[bytes]]:
+    from PIL import Image
+
+    raw, jpeg, big = [], [], []
+    for seed in range(4):
+        image = frames.synthetic_frame(seed)
+        raw.append(
+            pb.InferRequest(
+                request_id=f"r{seed}", encoding=pb.ENCODING_RAW_RGB, frame=image.tobytes()
+            ).SerializeToString()
+        )
+        jpeg.append(
+            pb.InferRequest(
+                request_id=f"j{seed}", encoding=pb.ENCODING_JPEG, frame=frames.encode_jpeg(image)
+            ).SerializeToString()
+        )
+        wide = Image.fromarray(frames.synthetic_frame(100 + seed, 1080)).resize(
+            (1920, 1080), Image.Resampling.BILINEAR
+        )
+        big.append(
+            pb.InferRequest(
+                request_id=f"b{seed}",
+                encoding=pb.ENCODING_JPEG,
+                frame=frames.encode_jpeg(__import__("numpy").asarray(wide)),
+            ).SerializeToString()
+        )
+    return {"floor": raw, "agent raw": raw, "agent jpeg": jpeg, "agent jpeg1080": big}
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    result: dict[str, Any] = {"conditions": conditions(args.time_scale, args.concurrency)}
+    requests = _requests()
+    procs: list[subprocess.Popen] = []
+    with tempfile.TemporaryDirectory(prefix="npudure-agent-cpu-") as tmp:
+        workdir = Path(tmp)
+        try:
+            floor_port = free_port()
+            floor = _spawn(
+                [sys.executable, __file__, "--serve-floor", str(floor_port)], workdir / "floor.log"
+            )
+            procs.append(floor)
+            agent_port, metrics_port = free_port(), free_port()
+            config = _agent_config(workdir, agent_port, metrics_port, args.time_scale)
+            agent = _spawn(
+                [sys.executable, "-m", "npudure", "agent", "--config", str(config), "--log-level", "WARNING"],
+                workdir / "agent.log",
+            )
+            procs.append(agent)
+            _wait_port(floor_port, floor)
+            wait_serving(f"127.0.0.1:{agent_port}", 60, agent)
+            targets = {
+                "floor": (f"127.0.0.1:{floor_port}", floor.pid, None),
+                **{p: (f"127.0.0.1:{agent_port}", agent.pid, metrics_port) for p in PATHS[1:]},
+            }
+            for name, (address, _, _) in targets.items():  # warm-up: connections, allocators, caches
+                asyncio.run(_drive(address, requests[name], args.warmup, args.concurrency))
+            rows: dict[str, list[dict[str, Any]]] = {p: [] for p in PATHS}
+            for rep in range(args.repetitions):
+                order = PATHS if rep % 2 == 0 else PATHS[::-1]
+                for name in order:
+                    address, pid, mport = targets[name]
+                    rows[name].append(
+                        _measure(address, pid, mport, requests[name], args.frames, args.concurrency)
+                    )
+            result["paths"] = {p: _median_rows(r) for p, r in rows.items()}
+        finally:
+            for process in procs:
+                _stop(process)
+    jpeg640 = pb.InferRequest.FromString(requests["agent jpeg"][0]).frame
+    jpeg1080 = pb.InferRequest.FromString(requests["agent jpeg1080"][0]).frame
+    result["decode"] = decode_section(jpeg640, jpeg1080, args.decode_repeat)
+    result["clock_read_us"] = _clock_read_us()
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--frames", type=int, default=400, help="frames per path per repetition")
+    parser.add_argument("--repetitions", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=40)
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument(
+        "--time-scale", type=float, default=0.01, help="sim service-time scale (0.01: 100× a board)"
+    )
+    parser.add_argument("--decode-repeat", type=int, default=30)
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--serve-floor", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    # SIGTERM ends the run through its finally blocks: the servers it started are stopped too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    if args.serve_floor:
+        asyncio.run(_floor(args.serve_floor))
+        return 0
+    if min(args.frames, args.repetitions, args.concurrency) < 1 or args.warmup < 0:
+        parser.error("--frames, --repetitions and --concurrency must be at least 1")
+    result = run(args)
+    print("\n".join(report(result)))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""An InferRequest read straight from the bytes gRPC received, the frame as a view of them.
+
+``pb.InferRequest.FromString(data).frame`` copies the 1.2 MB frame out of the message (and the NPU
+input copies it again). The message has three fields, so it is read here in Python: the id and the
+encoding are decoded, the frame is a ``memoryview`` of ``data`` (no copy; raw frames then reach the
+backend as a read-only numpy view, and the backend's own input copy is the only one). Anything this
+reader does not expect (an unknown wire type, a group) goes to protobuf itself, which gives the
+same answer or the same error; a truncated or malformed message raises ``DecodeError`` as protobuf
+does.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from google.protobuf.message import DecodeError
+
+from npudure.proto import inference_pb2 as pb
+
+_VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
+_ID, _ENCODING, _FRAME = 1, 2, 3
+
+
+class Request(NamedTuple):
+    request_id: str
+    encoding: int
+    frame: memoryview | bytes
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= len(data) or shift > 63:
+            raise DecodeError("truncated or overlong varint")
+        b = data[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+
+
+def _int32(value: int) -> int:
+    """An enum's varint as protobuf reads it: the low 32 bits, signed."""
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value & 0x80000000 else value
+
+
+def _protobuf(data: bytes) -> Request:
+    msg = pb.InferRequest.FromString(data)
+    return Request(msg.request_id, msg.encoding, msg.frame)
+
+
+def parse(data: bytes) -> Request:
+    """The request in ``data`` (proto3 rules: the last occurrence of a field wins)."""
+    view = memoryview(data)
+    request_id, encoding, frame = "", 0, view[0:0]
+    pos, end = 0, len(data)
+    while pos < end:
+        key, pos = _varint(data, pos)
+        number, kind = key >> 3, key & 7
+        if number == 0:
+            raise DecodeError("field number 0")
+        if kind == _VARINT:
+            value, pos = _varint(data, pos)
+            if number == _ENCODING:
+                encoding = _int32(value)
+        elif kind == _LEN:
+            length, pos = _varint(data, pos)
+            if pos + length > end:
+                raise DecodeError("truncated length-delimited field")
+            if number == _ID:
+                try:
+                    request_id = bytes(view[pos : pos + length]).decode("utf-8")
+                except UnicodeDecodeError:
+                    raise DecodeError("request_id is not valid UTF-8") from None
+            elif number == _FRAME:
+                frame = view[pos : pos + length]
+            pos += length
+        elif kind in (_I64, _I32):
+            pos += 8 if kind == _I64 else 4
+            if pos > end:
+                raise DecodeError("truncated fixed-width field")
+        else:  # groups and invalid wire types: protobuf's own reading decides
+            return _protobuf(data)
+        if (number == _ID and kind != _LEN) or (number in (_ENCODING,) and kind != _VARINT):
+            return _protobuf(data)  # a known field with another wire type: leave it to protobuf
+        if number == _FRAME and kind != _LEN:
+            return _protobuf(data)
+    if encoding != pb.ENCODING_RAW_RGB:
+        frame = bytes(frame)  # small; Pillow and the JPEG budget read plain bytes
+    return Request(request_id, encoding, frame)

@@ -1,0 +1,61 @@
+"""Smoke test of benchmarks/agent_cpu.py: a real agent and the floor server, short mode.
+
+No speed is asserted. What is checked: every path carried its frames, every stage the agent reports is
+there on the thread it runs on, each OK frame was counted once, and the stages add up (the loop
+thread's own clock covers the stages that run on it, and all stages fit inside the process's CPU).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "agent_cpu.py"
+FRAMES = 60
+
+
+def test_agent_cpu_benchmark_prints_every_path_and_stage(tmp_path: Path) -> None:
+    out = tmp_path / "cpu.json"
+    args = ["--frames", str(FRAMES), "--repetitions", "1", "--warmup", "5", "--decode-repeat", "2"]
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), *args, "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    for label in (
+        "floor",
+        "agent raw",
+        "agent jpeg",
+        "agent jpeg1080",
+        "EMULATED NPU",
+        "grpcio",
+        "letterbox",
+    ):
+        assert label in done.stdout
+    result = json.loads(out.read_text())
+    paths = result["paths"]
+    assert set(paths) == {"floor", "agent raw", "agent jpeg", "agent jpeg1080"}
+    for name, p in paths.items():
+        assert p["failures"] == 0 and p["frames"] == FRAMES, name
+        assert p["process_cpu_ms_per_frame"] > 0
+    for name in ("agent raw", "agent jpeg", "agent jpeg1080"):
+        p = paths[name]
+        stages = p["stage_cpu_ms_per_frame"]
+        assert p["stage_frames"] == FRAMES, name  # every OK frame counted once, nothing else
+        for key in ("parse/loop", "check/loop", "npu_input/worker", "reply/loop"):
+            assert stages.get(key, 0) > 0, (name, key)
+        loop_stages = sum(v for k, v in stages.items() if k.endswith("/loop"))
+        assert loop_stages <= p["loop_thread_cpu_ms_per_frame"], name  # the loop clock covers them
+        # All stages inside the process's CPU (/proc counts in 10 ms ticks: allow one tick per path).
+        assert p["stages_sum_ms"] <= p["process_cpu_ms_per_frame"] + 10 / FRAMES, name
+    assert "decode/worker" not in paths["agent raw"]["stage_cpu_ms_per_frame"]  # a view, on the loop
+    for name in ("agent jpeg", "agent jpeg1080"):
+        assert paths[name]["stage_cpu_ms_per_frame"]["decode/worker"] > 0
+    assert paths["agent jpeg1080"]["stage_cpu_ms_per_frame"]["letterbox/worker"] > 0
+    assert set(result["decode"]) >= {"jpeg1080_plain_decode_resize_ms", "jpeg1080_draft_decode_resize_ms"}
