@@ -4,7 +4,7 @@ export PATH := $(CURDIR)/$(VENV):$(PATH)
 BOARDS ?= 3
 LINT_PATHS := npudure tests scripts $(wildcard benchmarks)
 
-.PHONY: bootstrap demo test lint proto local lab-up lab-down bench-forwarding
+.PHONY: bootstrap demo test lint typecheck proto local lab-up lab-down bench-forwarding
 
 bootstrap:
 	@scripts/bootstrap.sh
@@ -21,6 +21,10 @@ test: bootstrap
 
 lint: bootstrap
 	$(VENV)/ruff check $(LINT_PATHS) && $(VENV)/ruff format --check $(LINT_PATHS)
+
+## mypy over npudure/ (configuration: [tool.mypy] in pyproject.toml; strict on the board side and the scheduler).
+typecheck: bootstrap
+	$(VENV)/mypy
 
 proto: bootstrap
 	$(VENV)/python -m npudure.proto.generate

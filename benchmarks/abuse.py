@@ -20,11 +20,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "integration")]
+sys.path.insert(0, str(ROOT / "tests"))  # the shared test helpers: tests/helpers/
 
 import grpc  # noqa: E402
-import jpeg_bombs  # noqa: E402
-from abuse_clients import (  # noqa: E402
+from helpers import jpeg_bombs  # noqa: E402
+from helpers.abuse_clients import (  # noqa: E402
     BIG,
     LegitProbe,
     PeakSampler,
@@ -38,6 +38,7 @@ from abuse_clients import (  # noqa: E402
 )
 
 from npudure.lab.local import LocalCluster, free_port  # noqa: E402
+from npudure.proto import contract  # noqa: E402
 from npudure.proto import inference_pb2 as pb  # noqa: E402
 
 LIMITS = {
@@ -62,7 +63,7 @@ def _frames(address: str, frame: bytes, count: int) -> list[str]:
     request = pb.InferRequest(encoding=pb.ENCODING_JPEG, frame=frame).SerializeToString()
     codes = []
     with grpc.insecure_channel(address, options=BIG) as channel:
-        call = channel.unary_unary("/npudure.v1.Inference/Infer")
+        call = channel.unary_unary(contract.INFER_METHOD)
         for _ in range(count):
             try:
                 call(request, timeout=10)
@@ -177,7 +178,7 @@ def malformed(c: LocalCluster) -> tuple[str, str]:
     methods = [f"/npudure.v1.Cluster/{m.name}" for m in pb.DESCRIPTOR.services_by_name["Cluster"].methods]
     with grpc.insecure_channel(c.address) as channel:
         for _ in range(20):
-            for method in [*methods, "/grpc.health.v1.Health/Check", "/npudure.v1.Inference/Infer"]:
+            for method in [*methods, "/grpc.health.v1.Health/Check", contract.INFER_METHOD]:
                 try:
                     channel.unary_unary(method)(b"\xff\xff\xff", timeout=5)
                     codes.append("OK")

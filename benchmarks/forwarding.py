@@ -53,10 +53,10 @@ import numpy as np
 
 from npudure.bench.cpu import host_cpu_busy_s, process_cpu_s
 from npudure.lab.local import free_port
+from npudure.proto import contract
 from npudure.service.runtime import MALLOC_TUNING
 
 FRAME_SHAPE = (640, 640, 3)
-INFER_METHOD = "/npudure.v1.Inference/Infer"
 SATURATED = 0.90  # a process busy more than this fraction of its core is the bottleneck
 STARVED = 0.25  # runnable without a CPU this fraction of the time: contention distorts its figures
 TARGET_CAPACITY_RATIO = 1.0  # the targets
@@ -160,8 +160,7 @@ class _Generator:
     ) -> dict[str, Any]:
         grpc = self.grpc
         options = [
-            ("grpc.max_send_message_length", 16 << 20),
-            ("grpc.max_receive_message_length", 16 << 20),
+            *contract.message_size_options(16 << 20),
             ("grpc.use_local_subchannel_pool", 1),  # one TCP connection per channel
         ]
         plans = {name: [(a, options) for a in addresses] for name, addresses in targets.items()}
@@ -174,7 +173,7 @@ class _Generator:
                 for _ in range(CLIENT_CONNECTIONS):
                     channel = grpc.aio.insecure_channel(address, options=opts)
                     self.channels.append(channel)
-                    calls.append(channel.unary_unary(INFER_METHOD))
+                    calls.append(channel.unary_unary(contract.INFER_METHOD))
             self.calls[name], self.rr[name] = calls, itertools.count()
         await asyncio.wait_for(asyncio.gather(*(c.channel_ready() for c in self.channels)), 15)
         return {"payload_bytes": len(self.payload)}

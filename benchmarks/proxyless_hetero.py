@@ -36,18 +36,18 @@ import numpy as np
 
 from npudure.client.proxyless import channel_options, fetch_route
 from npudure.lab.local import LocalCluster
+from npudure.proto import contract
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 
-INFER = "/npudure.v1.Inference/Infer"
 CAP_MHZ = 816
-OPTIONS = [("grpc.max_send_message_length", 16 << 20), ("grpc.max_receive_message_length", 16 << 20)]
+OPTIONS = contract.message_size_options(16 << 20)
 
 
 async def closed_loop(
     channel: grpc.aio.Channel, payload: bytes, concurrency: int, warmup_s: float, duration_s: float
 ) -> dict[str, Any]:
-    call = channel.unary_unary(INFER)
+    call = channel.unary_unary(contract.INFER_METHOD)
     nodes: Counter[str] = Counter()
     errors: Counter[str] = Counter()
     start = time.monotonic() + warmup_s

@@ -12,6 +12,7 @@ import os
 import sys
 
 from npudure import __version__
+from npudure.extras import MissingExtra
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -81,6 +82,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(args._run(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except MissingExtra as exc:  # a controller command on a machine installed without its extra
+        print(f"npudure {args.command}: {exc}", file=sys.stderr)
+        return 1
     except BrokenPipeError:
         # `npudure status | head`: the reader has what it wanted. Silence the final flush, exit quietly.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

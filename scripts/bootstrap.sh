@@ -34,7 +34,7 @@ stamp=.venv/.npudure-installed
 if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
   echo "bootstrap: installing npudure and its tools into .venv"
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e '.[dev,onnx,bench]'
+  .venv/bin/python -m pip install -q -e '.[dev,onnx,controller]'
   touch "$stamp"
 fi
 echo "bootstrap: ready (.venv/bin/npudure $(.venv/bin/npudure --version | cut -d' ' -f2))"

@@ -1,19 +1,12 @@
 import os
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from helpers.cli import ROOT
+from helpers.lab_skips import skip_is_a_failure
 
-ROOT = Path(__file__).resolve().parents[1]
 pytest_plugins = ("pytester",)  # tests/unit/test_ci_skips.py runs the lab-skip hook in a sandbox
-sys.path.insert(0, str(Path(__file__).parent))
-# A few test modules share helpers and fixtures with a sibling (test_site_tls uses test_site's fleet):
-# they import it by name, so every test folder is importable.
-sys.path[1:1] = sorted(
-    str(p) for p in Path(__file__).parent.rglob("*") if p.is_dir() and p.name != "__pycache__"
-)
 
 # Child processes (agents, scheduler) must find the same interpreter's tools.
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
@@ -22,24 +15,6 @@ os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get(
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return ROOT
-
-
-def have(tool: str) -> bool:
-    return shutil.which(tool) is not None
-
-
-def run_npudure(*args: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
-    """Run ``npudure ARGS`` with this interpreter; capture its output (bounded)."""
-    return subprocess.run(
-        [sys.executable, "-m", "npudure", *args], capture_output=True, text=True, timeout=timeout_s
-    )
-
-
-def run_service(folder: Path, service: str, config_text: str) -> subprocess.CompletedProcess[str]:
-    """Write ``config_text`` to FOLDER/SERVICE.yml and run ``npudure SERVICE --config`` on it."""
-    config = folder / f"{service}.yml"
-    config.write_text(config_text)
-    return run_npudure(service, "--config", str(config))
 
 
 @pytest.fixture(scope="module")
@@ -52,29 +27,7 @@ def model_cache(tmp_path_factory: pytest.TempPathFactory):
 
 
 # ---------------------------------------------------------------------- lab skips are failures in CI
-# The lab/fleet/molecule/fault/appliance tests may skip only when this machine truly cannot run them.
-# As root (or with CI=true) any other skip — a leftover bridge, another lab up, a lab that would not
-# boot — is a failure: a CI run must not go green without having run them.
-MACHINE_CANNOT = (
-    "needs root",
-    "missing Debian packages",
-    "systemd-nspawn missing",
-    "molecule/ansible-core missing",
-    "ansible-playbook is not in",
-    "the lab is not importable",
-    "no v1 cpu hierarchy",
-)
-
-
-def strict_lab_skips() -> bool:
-    return os.geteuid() == 0 or os.environ.get("CI", "").lower() in ("1", "true", "yes")
-
-
-def skip_is_a_failure(is_lab_test: bool, reason: str) -> bool:
-    """A lab test is one marked ``lab`` (the marker, not the file name: files move)."""
-    return strict_lab_skips() and is_lab_test and not any(fragment in reason for fragment in MACHINE_CANNOT)
-
-
+# As root (or with CI=true) a lab test may skip only when the machine cannot run it (helpers/lab_skips.py).
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield

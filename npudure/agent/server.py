@@ -6,6 +6,7 @@ import asyncio
 import logging
 import time
 import uuid
+from typing import NoReturn
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -23,6 +24,7 @@ from npudure.agent.pool import Outcome, PoolFull, WorkerPool
 from npudure.backends import Backend, BackendError, create_backend
 from npudure.board import soc, telemetry
 from npudure.config import AgentConfig
+from npudure.proto import contract
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
@@ -35,8 +37,8 @@ from npudure.vision import frames
 log = logging.getLogger(__name__)
 
 SERVICE_NAMES = (
-    pb.DESCRIPTOR.services_by_name["Inference"].full_name,
-    pb.DESCRIPTOR.services_by_name["Node"].full_name,
+    contract.INFERENCE,
+    contract.NODE,
     health.SERVICE_NAME,
     reflection.SERVICE_NAME,
 )
@@ -97,7 +99,7 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
         try:
             parsed = wire.parse(request)
         except DecodeError as exc:
-            return await self._fail(
+            await self._fail(
                 context, grpc.StatusCode.INVALID_ARGUMENT, f"the request is not an InferRequest: {exc}"
             )
         self.cpu.add("parse", "loop", now_ns() - start)
@@ -133,14 +135,12 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
             self.metrics.queue_depth.set(self.pool.waiting + 1)
             outcome = await self.pool.run(lambda: image)
         except frames.FrameError as exc:
-            return await self._fail(context, exc.code, str(exc))
+            await self._fail(context, exc.code, str(exc))
         except PoolFull as exc:
-            return await self._fail(context, grpc.StatusCode.RESOURCE_EXHAUSTED, f"board is full: {exc}")
+            await self._fail(context, grpc.StatusCode.RESOURCE_EXHAUSTED, f"board is full: {exc}")
         except Exception as exc:  # a backend failure must not take the server down
             log.exception("inference failed")
-            return await self._fail(
-                context, grpc.StatusCode.INTERNAL, f"inference failed on the board: {exc}"
-            )
+            await self._fail(context, grpc.StatusCode.INTERNAL, f"inference failed on the board: {exc}")
         finally:
             self.metrics.queue_depth.set(self.pool.waiting)
         reply_start = now_ns()
@@ -192,10 +192,12 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
         self.cpu.add("reply", "loop", reply_ns)
         self.cpu.frames += 1
 
-    async def _fail(self, context: grpc.aio.ServicerContext, code: grpc.StatusCode, message: str):
+    async def _fail(self, context: grpc.aio.ServicerContext, code: grpc.StatusCode, message: str) -> NoReturn:
+        """Count the failure and end the call with CODE: ``abort`` raises, so this never returns."""
         self.errors += 1
         self.metrics.requests.labels(code.name).inc()
         await context.abort(code, message)
+        raise AssertionError("context.abort returned")  # it raises; this tells the type checker so
 
     # ------------------------------------------------------------------ admin
     def status(self) -> pb.NodeStatus:

@@ -17,6 +17,7 @@ import json
 import mmap
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -206,16 +207,16 @@ class RknnBackend(ModelFileBackend):
                 lite = RKNNLite()
                 ctx = _RknnContext(lite, core, config.postprocess, self._input_size)
                 self._contexts.append(ctx)  # so a later failure releases this one too
-                ret = self._call(lite.load_rknn, str(path))
-                if ret != 0:
+                failed = self._call(lite.load_rknn, str(path))
+                if failed:
                     raise BackendError(
-                        f"NPU core {core}: load_rknn({path}) returned {ret}: the file is not a valid .rknn "
+                        f"NPU core {core}: load_rknn({path}) {failed}: the file is not a valid .rknn "
                         f"model for this runtime; {_init_hints(path)}"
                     )
-                ret = self._call(lite.init_runtime, core_mask=mask)
-                if ret != 0:
+                failed = self._call(lite.init_runtime, core_mask=mask)
+                if failed:
                     raise BackendError(
-                        f"NPU core {core}: init_runtime(core_mask={mask}) returned {ret}; likely causes: "
+                        f"NPU core {core}: init_runtime(core_mask={mask}) {failed}; likely causes: "
                         f"{_init_hints(path)}"
                     )
         except BaseException:
@@ -224,11 +225,13 @@ class RknnBackend(ModelFileBackend):
         self._version = self._runtime_version()
 
     @staticmethod
-    def _call(fn: object, *args: object, **kwargs: object) -> object:
+    def _call(fn: Callable[..., object], *args: object, **kwargs: object) -> str | None:
+        """Call a toolkit function that returns 0 on success: None, or what went wrong, as a phrase."""
         try:
-            return fn(*args, **kwargs)  # type: ignore[operator]
+            ret = fn(*args, **kwargs)
         except Exception as exc:  # the toolkit raises as well as returning codes
-            return f"an error ({type(exc).__name__}: {exc})"
+            return f"returned an error ({type(exc).__name__}: {exc})"
+        return None if ret == 0 else f"returned {ret}"
 
     def _runtime_version(self) -> str:
         lite = self._contexts[0]._lite if self._contexts else None  # type: ignore[attr-defined]
@@ -258,14 +261,12 @@ class RknnBackend(ModelFileBackend):
         mask = _core_masks(self._lite_class, index + 1)[index]
         lite = self._lite_class()
         ctx = _RknnContext(lite, index, self._pp, self._input_size)
-        ret = self._call(lite.load_rknn, str(self._path))
-        if ret == 0:
-            ret = self._call(lite.init_runtime, core_mask=mask)
-        if ret != 0:
+        failed = self._call(lite.load_rknn, str(self._path)) or self._call(lite.init_runtime, core_mask=mask)
+        if failed:
             with contextlib.suppress(Exception):
                 ctx.close()
             raise BackendError(
-                f"NPU core {index}: a new context could not be made ({ret}); {_init_hints(self._path)}"
+                f"NPU core {index}: a new context could not be made ({failed}); {_init_hints(self._path)}"
             )
         return ctx
 

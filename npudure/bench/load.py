@@ -23,9 +23,9 @@ import numpy as np
 from npudure.bench.cpu import CpuProbe, CpuSample, harness_cpu_sample
 from npudure.bench.samples import Samples, from_raw
 from npudure.client.central import central_options
+from npudure.proto import contract
 from npudure.security import access as security
 
-INFER_METHOD = "/npudure.v1.Inference/Infer"
 # Open loop: sends later than this (p99) mean the generator did not keep its schedule.
 BEHIND_LAG_P99_MS = 10.0
 # Open loop: sending fewer than this share of the requests scheduled in the window means λ was not offered.
@@ -69,7 +69,7 @@ class Target:
             channel = security.aio_channel(self.address, self._options)
             self._channels.append(channel)
             # No serializers: the request is already bytes and the response stays bytes.
-            self._calls.append(channel.unary_unary(INFER_METHOD))
+            self._calls.append(channel.unary_unary(contract.INFER_METHOD))
         try:
             await asyncio.wait_for(
                 asyncio.gather(*(c.channel_ready() for c in self._channels)), ready_timeout_s

@@ -1,6 +1,6 @@
 """The PNG plots: each experiment's own (npudure.bench.experiments), and telemetry over time.
 
-matplotlib is a dependency of the package: the report is the harness's product and links these files.
+matplotlib comes with the ``controller`` extra (the boards do without it); imported only when plotting.
 """
 
 from __future__ import annotations
@@ -9,15 +9,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from npudure import extras
 from npudure.bench import experiments
 from npudure.bench.runs import RunData
 
 
 def plot_all(folder: Path, summary: dict[str, Any], runs: Sequence[RunData]) -> None:
-    import matplotlib
-
+    matplotlib = extras.require("matplotlib", "the bench report's plots")
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = extras.require("matplotlib.pyplot", "the bench report's plots")
 
     plots = folder / "plots"
     for name, agg in summary["experiments"].items():

@@ -1,28 +1,34 @@
 """What the terminal shows during a long benchmark: a rich progress bar and one line per finished run.
 
+The bar needs rich, from the ``controller`` extra; where it is missing, ``auto`` prints the lines.
+
 Off a terminal (CI, Ansible) it prints only the per-run lines, to stderr; ``quiet`` prints nothing.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from typing import Any
+
+from npudure import extras
 
 
 class Progress:
     def __init__(self, mode: str = "auto") -> None:
         """``mode``: "auto" (bar on a terminal, lines otherwise), "bar", "lines" or "quiet"."""
-        if mode == "auto":
-            mode = "bar" if sys.stderr.isatty() else "lines"
+        if mode == "auto":  # a bar needs rich (the controller extra); without it, lines
+            mode = "bar" if sys.stderr.isatty() and importlib.util.find_spec("rich") else "lines"
         self.mode = mode
         self._bar: Any = None
         self._task: Any = None
         self._run_task: Any = None
         if mode == "bar":
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
-            from rich.progress import Progress as RichProgress
-
+            console = extras.require("rich.console", "the progress bar")
+            progress = extras.require("rich.progress", "the progress bar")
+            Console, RichProgress = console.Console, progress.Progress
+            BarColumn, MofNCompleteColumn = progress.BarColumn, progress.MofNCompleteColumn
+            TextColumn, TimeElapsedColumn = progress.TextColumn, progress.TimeElapsedColumn
             self._bar = RichProgress(
                 TextColumn("{task.description}"),
                 BarColumn(),

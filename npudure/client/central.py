@@ -14,17 +14,17 @@ from collections.abc import Sequence
 
 import grpc
 
+from npudure.proto import contract
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
 
-INFERENCE = "npudure.v1.Inference"
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
 SERVICE_CONFIG = {
     "methodConfig": [
         {
-            "name": [{"service": INFERENCE}],
+            "name": [{"service": contract.INFERENCE}],
             "waitForReady": True,
             "retryPolicy": {
                 "maxAttempts": 5,  # C-core caps it at 5
@@ -57,12 +57,9 @@ def central_options(
         # A retry replays the request from a buffer; the default 256 KiB cannot hold a 1.2 MB frame,
         # and a call whose request does not fit is never retried.
         ("grpc.per_rpc_retry_buffer_size", 2 * max_message_bytes),
-        ("grpc.max_send_message_length", max_message_bytes),
-        ("grpc.max_receive_message_length", max_message_bytes),
+        *contract.message_size_options(max_message_bytes),
         # Reconnect within a second of the scheduler's return (the default backs off up to 2 minutes).
-        ("grpc.initial_reconnect_backoff_ms", 200),
-        ("grpc.min_reconnect_backoff_ms", 200),
-        ("grpc.max_reconnect_backoff_ms", 1000),
+        *contract.reconnect_options(1000, min_ms=200),
     ]
 
 

@@ -30,16 +30,16 @@ import grpc
 
 from npudure.client.central import Central
 from npudure.config import TlsConfig
+from npudure.proto import contract
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
 
 log = logging.getLogger(__name__)
 
-INFER_METHOD = "/npudure.v1.Inference/Infer"
 KEEPALIVE_MS = 1000
 # The channel to the scheduler: back after its restart within 2 s (the default backs off for minutes).
-CONTROL_OPTIONS = (("grpc.initial_reconnect_backoff_ms", 200), ("grpc.max_reconnect_backoff_ms", 2000))
+CONTROL_OPTIONS = tuple(contract.reconnect_options())
 # Grace before a replaced channel is closed: calls still in flight on it finish.
 RETIRE_AFTER_S = 30.0
 
@@ -83,8 +83,7 @@ def channel_options(route: RouteInfo, extra: Sequence[tuple[str, object]] = ()) 
         # Retries replay the request from a buffer; the default 256 KiB cannot hold a 1.2 MB frame,
         # and a call whose request does not fit is never retried.
         ("grpc.per_rpc_retry_buffer_size", 2 * route.max_message_bytes),
-        ("grpc.max_send_message_length", route.max_message_bytes),
-        ("grpc.max_receive_message_length", route.max_message_bytes),
+        *contract.message_size_options(route.max_message_bytes),
         # A board whose link is cut or that froze answers nothing, but its TCP connection looks open:
         # pings find out within ~2 s, its in-flight calls fail over (UNAVAILABLE) and it leaves the
         # rotation. The agents accept pings this frequent (npudure.agent.server.KEEPALIVE).
@@ -94,8 +93,7 @@ def channel_options(route: RouteInfo, extra: Sequence[tuple[str, object]] = ()) 
         ("grpc.keepalive_permit_without_calls", 1),
         ("grpc.http2.max_pings_without_data", 0),
         # Come back quickly after a board restarts (the default backs off up to two minutes).
-        ("grpc.initial_reconnect_backoff_ms", 200),
-        ("grpc.max_reconnect_backoff_ms", 2000),
+        *contract.reconnect_options(),
         ("grpc.use_local_subchannel_pool", 1),
         # One channel, many boards: with TLS every board's certificate is checked against the fleet name
         # they all carry (security.AGENT_FLEET_NAME), not against one board's address.
@@ -212,7 +210,7 @@ class ProxylessTarget:
     def _install(self, route: RouteInfo) -> None:
         old = self._channels
         self._channels = [aio_board_channel(route, self.tls, self.options) for _ in range(self.connections)]
-        self._calls = [c.unary_unary(INFER_METHOD) for c in self._channels]
+        self._calls = [c.unary_unary(contract.INFER_METHOD) for c in self._channels]
         if self.route is not None:
             self.route_changes += 1
             log.info("route changed: %s", ", ".join(n for n, _ in route.boards))

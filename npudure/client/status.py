@@ -9,6 +9,8 @@ import sys
 import grpc
 from google.protobuf.json_format import MessageToDict
 
+from npudure import extras
+from npudure.proto import contract
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
@@ -58,9 +60,8 @@ def _print_node(status: pb.NodeStatus) -> None:
 
 
 def _print_cluster(status: pb.ClusterStatus) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
+    Console = extras.require("rich.console", "the cluster table").Console
+    Table = extras.require("rich.table", "the cluster table").Table
     table = Table(
         title=f"policy {status.policy} · queue {status.queue_depth}/{status.queue_limit} · "
         f"{status.connections_per_board} conn/board · lease {status.lease_holder or 'free'}"
@@ -76,7 +77,7 @@ def _print_cluster(status: pb.ClusterStatus) -> None:
         table.add_row(
             b.name,
             b.address,
-            pb.BoardState.Name(b.state)[12:],
+            contract.board_state_label(b.state),
             f"{b.in_flight}/{b.max_in_flight}",
             f"{b.ewma_service_ms:.1f}",
             str(b.served_total),

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import grpc
 
+from npudure.proto import contract
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
@@ -41,7 +42,7 @@ DEFAULT_OVERRIDES: dict[str, object] = {
 }
 # Same reconnect backoff as the scheduler's own board channels: a restarted peer is found in < 2 s
 # instead of gRPC's default 1-120 s client backoff, so recovery times measure the cluster.
-RECONNECT_OPTIONS = [("grpc.initial_reconnect_backoff_ms", 200), ("grpc.max_reconnect_backoff_ms", 2000)]
+RECONNECT_OPTIONS = contract.reconnect_options()
 
 Log = Callable[[str], None]
 

@@ -16,13 +16,12 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from npudure.config import BoardConfig, SchedulerConfig
+from npudure.proto import contract
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
 
 log = logging.getLogger(__name__)
-
-INFER_METHOD = "/npudure.v1.Inference/Infer"
 
 
 @dataclass(eq=False)
@@ -77,7 +76,7 @@ class Board:
         """The raw-bytes Infer call on the next pooled connection (round robin over connections)."""
         channel = self.channels[self._next_channel % len(self.channels)]
         self._next_channel += 1
-        return channel.unary_unary(INFER_METHOD)
+        return channel.unary_unary(contract.INFER_METHOD)
 
     def record_success(self, service_s: float, alpha: float) -> None:
         self.served += 1
@@ -117,13 +116,11 @@ class Board:
 
 def open_board(index: int, board: BoardConfig, config: SchedulerConfig) -> Board:
     options = [
-        ("grpc.max_receive_message_length", config.max_message_bytes),
-        ("grpc.max_send_message_length", config.max_message_bytes),
+        *contract.message_size_options(config.max_message_bytes),
         # Separate TCP connections per channel: otherwise gRPC shares one subchannel between them.
         ("grpc.use_local_subchannel_pool", 1),
         # Come back quickly after a board restarts instead of backing off for up to two minutes.
-        ("grpc.initial_reconnect_backoff_ms", 200),
-        ("grpc.max_reconnect_backoff_ms", 2000),
+        *contract.reconnect_options(),
     ]
     token = security.read_token(config.admin.token_file) if config.admin.token_file else None
     channels = [

@@ -20,6 +20,7 @@ import grpc
 from prometheus_client import Counter, Gauge, Histogram
 
 from npudure.config import SchedulerConfig
+from npudure.proto import contract
 from npudure.proto import inference_pb2 as pb
 from npudure.scheduler.boards import Board
 from npudure.scheduler.metrics import SchedulerMetrics
@@ -139,7 +140,7 @@ class Dispatcher:
             if board is not None:
                 return board
         if not any(b.eligible and b not in exclude for b in self.boards):
-            states = ", ".join(f"{b.name}={pb.BoardState.Name(b.state)[12:]}" for b in self.boards)
+            states = ", ".join(f"{b.name}={contract.board_state_label(b.state)}" for b in self.boards)
             raise DispatchError(grpc.StatusCode.UNAVAILABLE, f"no board can take requests ({states})")
         if len(self._waiters) >= self.config.queue_limit:
             raise DispatchError(

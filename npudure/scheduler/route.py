@@ -21,13 +21,13 @@ from collections.abc import Sequence
 import grpc
 
 from npudure.config import SchedulerConfig
+from npudure.proto import contract
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.scheduler.boards import Board
 
 log = logging.getLogger(__name__)
 
-INFERENCE = "npudure.v1.Inference"
 REFRESH_INTERVAL_S = 1.0
 # weighted_round_robin periods: the default 10 s blackout would keep a new board at the mean weight
 # for 10 s; 0.2 s is a few dozen reports at a board's rate.
@@ -42,10 +42,10 @@ def service_config(config: SchedulerConfig) -> dict:
     """The gRPC service config for a channel to every board (gRFC A6 retries, A58 WRR, A17 health)."""
     return {
         "loadBalancingConfig": [{"weighted_round_robin": dict(WRR)}, {"round_robin": {}}],
-        "healthCheckConfig": {"serviceName": INFERENCE},
+        "healthCheckConfig": {"serviceName": contract.INFERENCE},
         "methodConfig": [
             {
-                "name": [{"service": INFERENCE}],
+                "name": [{"service": contract.INFERENCE}],
                 "timeout": _duration(config.request_timeout_s),
                 "maxRequestMessageBytes": config.max_message_bytes,
                 "maxResponseMessageBytes": config.max_message_bytes,

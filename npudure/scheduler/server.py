@@ -12,6 +12,7 @@ from grpc_reflection.v1alpha import reflection
 
 from npudure import __version__
 from npudure.config import SchedulerConfig
+from npudure.proto import contract
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.scheduler import http_api
@@ -29,8 +30,7 @@ from npudure.service.shutdown import graceful_stop
 
 log = logging.getLogger(__name__)
 
-INFERENCE = pb.DESCRIPTOR.services_by_name["Inference"].full_name
-CLUSTER = pb.DESCRIPTOR.services_by_name["Cluster"].full_name
+INFERENCE, CLUSTER = contract.INFERENCE, contract.CLUSTER
 SERVICE_NAMES = (INFERENCE, CLUSTER, health.SERVICE_NAME, reflection.SERVICE_NAME)
 
 
@@ -129,10 +129,14 @@ class Scheduler(rpc.ClusterServicer):
             retries_total=self.dispatch.retries,
         )
 
-    async def GetClusterStatus(self, request, context) -> pb.ClusterStatus:
+    async def GetClusterStatus(
+        self, request: pb.ClusterStatusRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ClusterStatus:
         return self.cluster_status()
 
-    async def SetActiveNodes(self, request: pb.SetActiveNodesRequest, context) -> pb.ClusterStatus:
+    async def SetActiveNodes(
+        self, request: pb.SetActiveNodesRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ClusterStatus:
         await self.admin.check(context, "SetActiveNodes")
         names = await admin_inputs.require(context, admin_inputs.node_names, list(request.nodes))
         unknown = [n for n in names if n not in self.by_name]
@@ -153,7 +157,9 @@ class Scheduler(rpc.ClusterServicer):
         self.membership.save()
         return self.cluster_status()
 
-    async def SetPolicy(self, request: pb.SetPolicyRequest, context) -> pb.ClusterStatus:
+    async def SetPolicy(
+        self, request: pb.SetPolicyRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ClusterStatus:
         await self.admin.check(context, "SetPolicy")
         await admin_inputs.require(context, admin_inputs.policy_name, request.policy)
         if request.policy not in POLICIES:
@@ -166,7 +172,9 @@ class Scheduler(rpc.ClusterServicer):
         self.membership.save()
         return self.cluster_status()
 
-    async def DrainNode(self, request: pb.DrainNodeRequest, context) -> pb.ClusterStatus:
+    async def DrainNode(
+        self, request: pb.DrainNodeRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ClusterStatus:
         await self.admin.check(context, "DrainNode")
         board = await self._board(request.node, context)
         if board.name in self.membership.leaving:
@@ -180,7 +188,9 @@ class Scheduler(rpc.ClusterServicer):
         self.membership.save()
         return self.cluster_status()
 
-    async def SetNodeCpuCap(self, request: pb.SetNodeCpuCapRequest, context) -> pb.NodeStatus:
+    async def SetNodeCpuCap(
+        self, request: pb.SetNodeCpuCapRequest, context: grpc.aio.ServicerContext
+    ) -> pb.NodeStatus:
         await self.admin.check(context, "SetNodeCpuCap")
         await admin_inputs.require(context, admin_inputs.cpu_cap, request.mhz)
         board = await self._board(request.node, context)
@@ -191,7 +201,7 @@ class Scheduler(rpc.ClusterServicer):
         except grpc.aio.AioRpcError as exc:
             await context.abort(exc.code(), f"board {board.name}: {exc.details()}")
 
-    async def AcquireLease(self, request: pb.LeaseRequest, context) -> pb.Lease:
+    async def AcquireLease(self, request: pb.LeaseRequest, context: grpc.aio.ServicerContext) -> pb.Lease:
         await self.admin.check(context, "AcquireLease")
         ttl_s = await admin_inputs.require(context, admin_inputs.lease, request.holder, request.ttl_s)
         try:
@@ -201,13 +211,13 @@ class Scheduler(rpc.ClusterServicer):
         self.membership.save()
         return lease
 
-    async def ReleaseLease(self, request: pb.LeaseRequest, context) -> pb.Lease:
+    async def ReleaseLease(self, request: pb.LeaseRequest, context: grpc.aio.ServicerContext) -> pb.Lease:
         await self.admin.check(context, "ReleaseLease")
         lease = self.lease.release(request.holder)
         self.membership.save()
         return lease
 
-    async def GetRoute(self, request: pb.RouteRequest, context) -> pb.Route:
+    async def GetRoute(self, request: pb.RouteRequest, context: grpc.aio.ServicerContext) -> pb.Route:
         for board in self.boards:
             if board.name not in self._resolved:
                 try:
@@ -219,7 +229,9 @@ class Scheduler(rpc.ClusterServicer):
                     )
         return build_route(self.boards, self.config, self._resolved)
 
-    async def ReloadBoards(self, request: pb.ReloadBoardsRequest, context) -> pb.ReloadBoardsReply:
+    async def ReloadBoards(
+        self, request: pb.ReloadBoardsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ReloadBoardsReply:
         await self.admin.check(context, "ReloadBoards")
         try:
             reply = await self.membership.reload()

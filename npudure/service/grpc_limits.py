@@ -30,6 +30,7 @@ from pathlib import Path
 import grpc
 
 from npudure.config import ServerLimits
+from npudure.proto import contract
 from npudure.service.decoding import StrictDecoding, quiet_call_ended_errors
 
 log = logging.getLogger(__name__)
@@ -49,8 +50,7 @@ CONTROL_CALLS = 128
 
 def server_options(limits: ServerLimits, max_message_bytes: int) -> list[tuple[str, int]]:
     return [
-        ("grpc.max_receive_message_length", max_message_bytes),
-        ("grpc.max_send_message_length", max_message_bytes),
+        *contract.message_size_options(max_message_bytes),
         ("grpc.max_allowed_incoming_connections", limits.max_connections),
         ("grpc.max_concurrent_streams", limits.max_streams_per_connection),
         ("grpc.max_connection_idle_ms", round(limits.max_connection_idle_s * 1000)),

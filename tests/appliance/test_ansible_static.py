@@ -15,25 +15,19 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers.ansible import BIN, ROOT, local_env, render
 
 from npudure import config
-from npudure.faults.fleet import ansible_env
 
-ROOT = Path(__file__).resolve().parents[2]
 ROLES = sorted(p for p in (ROOT / "roles").iterdir() if (p / "defaults" / "main.yml").is_file())
 PLAYBOOKS = sorted((ROOT / "playbooks").glob("*.yml")) + sorted(
     p for p in (ROOT / "molecule" / "default").glob("*.yml") if p.name != "molecule.yml"
 )
-BIN = Path(sys.executable).parent
 EXAMPLE_INVENTORY = ROOT / "inventory" / "example" / "hosts.yml"
 
 pytestmark = pytest.mark.skipif(
     not (BIN / "ansible-playbook").exists(), reason="ansible-core is not installed (pip install -e '.[dev]')"
 )
-
-
-def _env() -> dict[str, str]:
-    return ansible_env(ANSIBLE_LOCAL_TEMP="/tmp/npudure-ansible-local")
 
 
 def _yaml(path: Path) -> dict:
@@ -48,7 +42,7 @@ def test_playbook_syntax(playbook: Path) -> None:
     done = subprocess.run(
         [BIN / "ansible-playbook", "-i", EXAMPLE_INVENTORY, "--syntax-check", playbook],
         cwd=ROOT,
-        env=_env(),
+        env=local_env(),
         capture_output=True,
         text=True,
         timeout=120,
@@ -61,7 +55,7 @@ def test_ansible_lint_production_profile() -> None:
     done = subprocess.run(
         [BIN / "ansible-lint", "--nocolor", "roles/", "playbooks/"],
         cwd=ROOT,
-        env=_env(),
+        env=local_env(),
         capture_output=True,
         text=True,
         timeout=240,
@@ -122,7 +116,7 @@ def test_every_variable_is_documented_once_and_renders_with_ansible_doc(role: Pa
         capture_output=True,
         text=True,
         timeout=120,
-        env=_env(),
+        env=local_env(),
     )
     assert done.returncode == 0, done.stderr
     rendered = json.loads(done.stdout)[role.name]["entry_points"]["main"]["options"]
@@ -174,58 +168,8 @@ def test_choices_match_the_config_loader() -> None:
 # ---------------------------------------------------------------- templates rendered by Ansible
 
 
-def _render(tmp_path: Path, role: str, group: str, templates: list[str], extra: dict) -> Path:
-    out = tmp_path / "out"
-    out.mkdir()
-    inventory = tmp_path / "hosts.yml"
-    inventory.write_text(
-        yaml.safe_dump(
-            {
-                "all": {
-                    "vars": {"ansible_connection": "local"},
-                    "children": {
-                        "boards": {"hosts": {"board1": {"ansible_host": "10.0.0.11"}, "board2": {}}},
-                        "scheduler": {"hosts": {"sched": {}}},
-                    },
-                }
-            }
-        )
-    )
-    playbook = tmp_path / "render.yml"
-    templates_dir = ROOT / "roles" / role / "templates"
-    play = {
-        "hosts": group,
-        "gather_facts": False,
-        "vars_files": [str(ROOT / "roles" / role / part / "main.yml") for part in ("defaults", "vars")],
-        "tasks": [
-            {
-                "ansible.builtin.template": {
-                    "src": f"{templates_dir}/{{{{ item }}}}",
-                    "dest": f"{out}/{{{{ inventory_hostname }}}}-{{{{ item | splitext | first }}}}",
-                    "mode": "0644",
-                },
-                "delegate_to": "localhost",
-                "loop": templates,
-            }
-        ],
-    }
-    playbook.write_text(yaml.safe_dump([play]))
-    env = {**_env(), "ANSIBLE_ROLES_PATH": str(ROOT / "roles")}
-    done = subprocess.run(
-        # Extra vars outrank the role files loaded as vars_files (as inventory values outrank defaults).
-        [BIN / "ansible-playbook", "-i", inventory, "-e", json.dumps(extra), playbook],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return out
-
-
 def test_agent_templates_render_a_config_the_agent_accepts(tmp_path: Path) -> None:
-    out = _render(
+    out = render(
         tmp_path,
         "npudure_agent",
         "boards",
@@ -257,7 +201,7 @@ def test_agent_templates_render_a_config_the_agent_accepts(tmp_path: Path) -> No
 
 
 def test_scheduler_templates_render_the_boards_of_the_inventory(tmp_path: Path) -> None:
-    out = _render(
+    out = render(
         tmp_path,
         "npudure_scheduler",
         "scheduler",
@@ -346,7 +290,7 @@ def test_agent_config_carries_the_converted_models_names_and_size(tmp_path: Path
     import base64
 
     record = {"names": ["forklift", "pallet"], "input_size": 320, "num_classes": 2}
-    out = _render(
+    out = render(
         tmp_path,
         "npudure_agent",
         "boards",
@@ -361,7 +305,7 @@ def test_agent_config_carries_the_converted_models_names_and_size(tmp_path: Path
     agent = config.parse(config.AgentConfig, yaml.safe_load((out / "board1-agent.yml").read_text()), "board1")
     assert agent.class_names == ["forklift", "pallet"] and agent.input_size == 320
     (tmp_path / "plain").mkdir()
-    plain = _render(
+    plain = render(
         tmp_path / "plain", "npudure_agent", "boards", ["agent.yml.j2"], {"npudure_backend": "sim"}
     )
     agent = config.parse(

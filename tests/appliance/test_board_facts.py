@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_ansible_static import BIN, ROOT, _env
+from helpers.ansible import BIN, ROOT, local_env
 
 SCRIPT = ROOT / "roles/npudure_agent/files/board_facts.py"
 OLD_PYTHON = sorted(glob.glob("/root/.pyenv/versions/3.[6-9].*/bin/python"))
@@ -78,7 +78,7 @@ def _compare(tmp_path: Path, boards: dict[str, dict]) -> subprocess.CompletedPro
         capture_output=True,
         text=True,
         timeout=300,
-        env={**_env(), "ANSIBLE_ROLES_PATH": str(ROOT / "roles")},
+        env={**local_env(), "ANSIBLE_ROLES_PATH": str(ROOT / "roles")},
         cwd=tmp_path,
     )
 

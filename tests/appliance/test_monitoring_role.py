@@ -9,9 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import promtool
 import pytest
 import yaml
+from helpers import promtool
 
 from npudure.faults.fleet import ansible_env
 

@@ -2,7 +2,7 @@
 load in both modes at once (one closed loop through the scheduler, one proxyless), judged by
 npudure.faults.operations: no failed request and no stretch of 0.5 s or more without a reply (less
 any part of it during which the load generator's own process was stalled: then it measured nothing).
-Reuses a lab that is up with the same shape (tests/appliance/lab_fleet.py). 20-40 minutes on the shared
+Reuses a lab that is up with the same shape (tests/helpers/lab_fleet.py). 20-40 minutes on the shared
 2-core box (the measured roll goes one board at a time):
     sudo .venv/bin/pytest -m lab tests/appliance/test_operations_fleet.py -s
 """
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from lab_fleet import provisioned_fleet
+from helpers.lab_fleet import provisioned_fleet
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

@@ -108,7 +108,7 @@ def test_a_new_board_with_another_hardware_or_runtime_is_refused(tmp_path: Path)
 
 @pytest.fixture(scope="module")
 def lab_inventory() -> Iterator[Path]:
-    from lab_fleet import running_lab
+    from helpers.lab_fleet import running_lab
 
     with running_lab(3) as lab:  # preflight installs nothing: a lab that is up is enough
         yield lab.inventory_path

@@ -9,111 +9,33 @@
 A lab that is already running (inventory/lab/hosts.yml present, every board answering) is used and
 left running; otherwise the module boots one and removes it at the end. Takes several minutes:
     sudo .venv/bin/pytest -m lab tests/appliance/test_site.py
+
+The ``fleet`` and ``source`` fixtures are in tests/appliance/conftest.py.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import secrets
-import shutil
 import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
+from helpers import ansible
+from helpers.ansible import BIN, ROOT
 
-from npudure.faults.fleet import ansible_env
-
-ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
-LAB_INVENTORY = ROOT / "inventory" / "lab" / "hosts.yml"
 SITE = ROOT / "playbooks" / "site.yml"
 # The marker of a run that got past the preflight: the wheelhouse play started.
-WEDGE = Path(__file__).with_name("wedge_loop.py")
+WEDGE = ROOT / "tests" / "helpers" / "wedge_loop.py"
 WHEELHOUSE_TASK = "TASK [npudure_wheelhouse : Build or reuse the wheelhouse"
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.timeout(2400)]
 
 
-def _env() -> dict[str, str]:
-    return ansible_env(ANSIBLE_FORCE_COLOR="0", PY_COLORS="0", NO_COLOR="1")
-
-
-def _run(argv: list, timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(a) for a in argv], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=timeout
-    )
-
-
-def _skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (the emulated boards are systemd-nspawn containers): run with sudo"
-    if not shutil.which("systemd-nspawn"):
-        return "systemd-nspawn missing: apt-get install -y systemd-container debootstrap"
-    if not (BIN / "molecule").exists() or not (BIN / "ansible-playbook").exists():
-        return "molecule/ansible-core missing: pip install -e '.[dev]'"
-    try:
-        from npudure.lab.host import missing_packages
-    except ImportError as exc:
-        return f"the lab is not importable: {exc}"
-    missing = missing_packages()
-    return f"missing Debian packages: apt-get install -y {' '.join(missing)}" if missing else None
-
-
-@pytest.fixture(scope="module")
-def fleet() -> Iterator[Path]:
-    reason = _skip_reason()
-    if reason:
-        pytest.skip(reason)
-    from npudure.lab import network
-
-    status = _run([BIN / "npudure", "lab", "status"], timeout=120)
-    owned = False
-    if status.returncode == 0 and LAB_INVENTORY.is_file():
-        pass  # someone's lab, healthy: use it, leave it running
-    elif network.link_exists(network.BRIDGE):
-        pytest.skip(f"another lab is up without inventory/lab/hosts.yml ({network.BRIDGE} exists)")
-    else:
-        up = _run([BIN / "npudure", "lab", "up", "--boards", "3"], timeout=900)
-        if up.returncode != 0:
-            pytest.fail(f"npudure lab up failed:\n{up.stdout}\n{up.stderr}")
-        owned = True
-    try:
-        yield LAB_INVENTORY
-    finally:
-        if owned:
-            _run([BIN / "npudure", "lab", "down"], timeout=300)
-
-
-@pytest.fixture(scope="module")
-def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A frozen copy of the package sources for the wheelhouse.
-
-    The wheelhouse rebuilds the npudure wheel whenever the sources change, and the idempotence step
-    would then rightly report changes if someone edits the tree during the test.
-    """
-    snapshot = tmp_path_factory.mktemp("source")
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
-        if (ROOT / name).is_file():
-            shutil.copy2(ROOT / name, snapshot / name)
-    shutil.copytree(ROOT / "npudure", snapshot / "npudure", ignore=shutil.ignore_patterns("__pycache__"))
-    return snapshot
-
-
-def _recap(output: str) -> dict[str, dict[str, int]]:
-    """host -> counters from the PLAY RECAP of an ansible-playbook run."""
-    found = {}
-    for host, counters in re.findall(r"^(\S+)\s+:\s+(ok=.*)$", output, re.M):
-        found[host] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", counters)}
-    return found
-
-
 def _playbook(inventory: Path, *extra: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return _run([BIN / "ansible-playbook", "-i", inventory, *extra, SITE], timeout=timeout)
+    return ansible.run([BIN / "ansible-playbook", "-i", inventory, *extra, SITE], timeout=timeout)
 
 
 # ---------------------------------------------------------------- bad input stops early
@@ -166,7 +88,7 @@ def _put_runtime(inventory: Path, host: str, content: str | None) -> None:
         if content is None
         else json.dumps({"dest": "/usr/lib/librknnrt.so", "content": content, "mode": "0644"})
     )
-    done = _run(
+    done = ansible.run(
         [
             BIN / "ansible",
             "-i",
@@ -222,7 +144,7 @@ def test_molecule_converge_idempotence_verify(fleet: Path, source: Path) -> None
     # Arguments after `--` go to every ansible-playbook run of the scenario.
     extra = f"npudure_wheelhouse_project_dir={source}"
     # Destroy comes last, in its own test: the check-mode run below needs the converged fleet.
-    done = _run([BIN / "molecule", "test", "--destroy", "never", "--", "-e", extra], timeout=2000)
+    done = ansible.run([BIN / "molecule", "test", "--destroy", "never", "--", "-e", extra], timeout=2000)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-8000:]
     for step in ("converge", "idempotence", "verify"):
@@ -232,14 +154,15 @@ def test_molecule_converge_idempotence_verify(fleet: Path, source: Path) -> None
 
 
 def _board(inventory: Path, module: str, args: str, timeout: float = 120) -> str:
-    done = _run([BIN / "ansible", "-i", inventory, "board1", "-m", module, "-a", args], timeout=timeout)
+    argv = [BIN / "ansible", "-i", inventory, "board1", "-m", module, "-a", args]
+    done = ansible.run(argv, timeout=timeout)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 
 
 def test_systemd_ends_an_agent_whose_event_loop_is_wedged(fleet: Path) -> None:
     # Real systemd in a board: the installed agent as a transient Type=notify service whose loop is
-    # wedged 3 s after start (tests/appliance/wedge_loop.py); WatchdogSec=2 must end it as "watchdog".
+    # wedged 3 s after start (tests/helpers/wedge_loop.py); WatchdogSec=2 must end it as "watchdog".
     unit = f"npudure-wedge-{secrets.token_hex(3)}"
     venv_python = "/opt/npudure/venv/bin/python"
     config = "node_name: wedge\nlisten: 127.0.0.1:50998\nmetrics_port: 0\n"
@@ -273,17 +196,17 @@ def test_check_mode_on_the_converged_fleet_changes_nothing(fleet: Path, source: 
     done = _playbook(fleet, "--check", "-e", f"npudure_wheelhouse_project_dir={source}")
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-6000:]
-    recap = _recap(output)
+    recap = ansible.recap(output)
     hosts = set(yaml.safe_load(fleet.read_text())["all"]["children"]["boards"]["hosts"])
     assert hosts <= set(recap), recap
     assert all(c["changed"] == 0 and c["failed"] == 0 for c in recap.values()), recap
 
 
 def test_molecule_destroy_removes_only_a_lab_it_booted(fleet: Path) -> None:
-    done = _run([BIN / "molecule", "destroy"], timeout=600)
+    done = ansible.run([BIN / "molecule", "destroy"], timeout=600)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-4000:]
-    status = _run([BIN / "npudure", "lab", "status"], timeout=120)
+    status = ansible.run([BIN / "npudure", "lab", "status"], timeout=120)
     if "it is left running" in output:
         assert status.returncode == 0, "molecule destroy took down a lab it did not boot"
     else:

@@ -21,7 +21,8 @@ from pathlib import Path
 import grpc
 import pytest
 import yaml
-from test_site import BIN, ROOT, _recap, _run, fleet, source  # noqa: F401 (fixtures)
+from helpers import ansible
+from helpers.ansible import BIN, ROOT
 
 import npudure
 from npudure.proto import inference_pb2 as pb
@@ -42,14 +43,14 @@ QUICK_BENCH = {
 
 
 @pytest.fixture(scope="module")
-def ca_dir(fleet: Path) -> Path:  # noqa: F811
+def ca_dir(fleet: Path) -> Path:
     # The fleet's own CA folder beside its inventory (the role's default): kept across runs on a reused
     # lab, whose hosts then trust it (the role refuses to make another CA for them).
     return fleet.parent / "secrets" / "pki"
 
 
 @pytest.fixture(scope="module")
-def tls_fleet(fleet: Path, source: Path, ca_dir: Path) -> Iterator[dict]:  # noqa: F811
+def tls_fleet(fleet: Path, source: Path, ca_dir: Path) -> Iterator[dict]:
     extra = {
         "npudure_tls_enabled": True,
         "npudure_tls_ca_dir": str(ca_dir),
@@ -66,7 +67,7 @@ def tls_fleet(fleet: Path, source: Path, ca_dir: Path) -> Iterator[dict]:  # noq
 def _playbook(
     inventory: Path, name: str, extra: dict, timeout: float = 900
 ) -> subprocess.CompletedProcess[str]:
-    return _run(
+    return ansible.run(
         [BIN / "ansible-playbook", "-i", inventory, "-e", json.dumps(extra), PLAYBOOKS / name],
         timeout=timeout,
     )
@@ -85,13 +86,13 @@ def test_site_with_tls_converges_then_changes_nothing(tls_fleet: dict, ca_dir: P
     second = _playbook(tls_fleet["inventory"], "site.yml", tls_fleet["extra"])
     output = second.stdout + second.stderr
     assert second.returncode == 0, output[-8000:]
-    recap = _recap(output)
+    recap = ansible.recap(output)
     assert recap and all(c["changed"] == 0 and c["failed"] == 0 for c in recap.values()), recap
 
 
 def test_keys_stay_on_their_hosts(tls_fleet: dict) -> None:
     # The agent's key is the service user's, 0600; the controller only ever saw requests.
-    done = _run(
+    done = ansible.run(
         [
             BIN / "ansible",
             "-i",
@@ -166,7 +167,7 @@ def test_only_an_admin_certificate_may_set_the_policy(tls_fleet: dict, ca_dir: P
         [cli, "pki", "csr", "--key", key, "--csr", csr, "--cn", "npudure-viewer"],
         [cli, "pki", "sign", "--ca-dir", ca_dir, "--csr", csr, "--out", cert, "--client-only"],
     ):
-        done = _run(argv, timeout=60)
+        done = ansible.run(argv, timeout=60)
         assert done.returncode == 0, done.stdout + done.stderr
     address, ca = _scheduler_address(tls_fleet["inventory"]), ca_dir / "ca.crt"
     with _secure(address, ca, cert, key) as channel:

@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-from test_ansible_static import BIN, _render
+from helpers import ansible
+from helpers.ansible import BIN, ROOT
 
 from npudure.lab.local import LocalCluster, free_port
 
@@ -25,7 +26,7 @@ UNITS = {
     "irq": ("npudure_irq_affinity", "boards", "npudure-irq-affinity.service.j2", {}),
 }
 MAX_EXPOSURE = 2.0
-WEDGE = Path(__file__).with_name("wedge_loop.py")
+WEDGE = ROOT / "tests" / "helpers" / "wedge_loop.py"
 ANALYZE = shutil.which("systemd-analyze")
 
 
@@ -33,7 +34,7 @@ def render(tmp_path: Path, which: str) -> Path:
     if not (BIN / "ansible-playbook").exists():
         pytest.skip("ansible-playbook is not installed in this virtualenv")
     role, group, template, extra = UNITS[which]
-    out = _render(tmp_path, role, group, [template], extra)
+    out = ansible.render(tmp_path, role, group, [template], extra)
     host = "sched" if group == "scheduler" else "board1"
     rendered = out / f"{host}-{template.removesuffix('.j2')}"
     unit = tmp_path / template.removesuffix(".j2")

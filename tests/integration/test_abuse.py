@@ -13,9 +13,11 @@ import socket
 import time
 
 import grpc
-import jpeg_bombs
 import pytest
-from abuse_clients import (
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2
+from helpers import jpeg_bombs
+from helpers.abuse_clients import (
     BIG,
     LegitProbe,
     PeakSampler,
@@ -28,9 +30,7 @@ from abuse_clients import (
     unfinished_streams,
     usage,
 )
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection_pb2
-from loadgen import run_closed_loop
+from helpers.loadgen import run_closed_loop
 
 from npudure.lab.local import LocalCluster, free_port
 from npudure.proto import inference_pb2 as pb

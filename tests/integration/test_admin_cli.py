@@ -4,7 +4,7 @@ idle and to report the drain to proxyless clients, undrain, and the errors an op
 from __future__ import annotations
 
 import pytest
-from conftest import run_npudure
+from helpers.cli import run_npudure
 
 from npudure.lab.local import LocalCluster
 from npudure.security import access as security

@@ -8,9 +8,9 @@ import os
 import grpc
 import pytest
 import yaml
-from conftest import run_npudure
-from loadgen import frame_bytes
-from mtls_cluster import mtls_cluster
+from helpers.cli import run_npudure
+from helpers.loadgen import frame_bytes
+from helpers.mtls_cluster import mtls_cluster
 
 from npudure.lab.local import LocalCluster
 from npudure.proto import inference_pb2 as pb

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from scaling_spec import scaling_spec
+from helpers.scaling_spec import scaling_spec
 
 from npudure.bench import BenchSession, BenchSettings, RunSpec
 from npudure.bench.cpu import CpuSample

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import requests
-from conftest import run_npudure
+from helpers.cli import run_npudure
 
 from npudure.lab.local import LocalCluster
 

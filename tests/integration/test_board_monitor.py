@@ -63,7 +63,7 @@ def test_absent_sensors_never_exclude_a_board() -> None:
 
 @pytest.mark.parametrize("which", ["agent", "scheduler"])
 def test_prometheus_metrics_are_exposed(which: str) -> None:
-    from loadgen import run_closed_loop
+    from helpers.loadgen import run_closed_loop
 
     from npudure.lab.local import free_port
 

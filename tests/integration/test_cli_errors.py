@@ -10,7 +10,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from conftest import run_npudure
+from helpers.cli import run_npudure
 
 from npudure.lab.local import LocalCluster, free_port
 from npudure.security import pki

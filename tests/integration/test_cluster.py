@@ -7,10 +7,10 @@ from collections import Counter
 import grpc
 import numpy as np
 import pytest
-from conftest import run_npudure, run_service
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
-from loadgen import frame_bytes
+from helpers.cli import run_npudure, run_service
+from helpers.loadgen import frame_bytes
 
 from npudure.lab.local import LocalCluster, free_port
 from npudure.proto import inference_pb2 as pb

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from loadgen import run_closed_loop
+from helpers.loadgen import run_closed_loop
 
 from npudure.lab.local import LocalCluster
 from npudure.proto import inference_pb2 as pb

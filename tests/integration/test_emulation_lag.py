@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from scaling_spec import scaling_spec
+from helpers.scaling_spec import scaling_spec
 
 from npudure.bench import BenchSession, BenchSettings, validity
 from npudure.bench.payloads import make_frame_set

@@ -6,7 +6,7 @@ import time
 
 import grpc
 import pytest
-from loadgen import frame_bytes, run_closed_loop
+from helpers.loadgen import frame_bytes, run_closed_loop
 
 from npudure.lab.local import LocalCluster
 from npudure.proto import inference_pb2 as pb

@@ -13,7 +13,7 @@ import time
 
 import grpc
 import pytest
-from fleet_ops import (
+from helpers.fleet_ops import (
     add_agent,
     agent_served,
     board_states,
@@ -26,11 +26,12 @@ from fleet_ops import (
     wait_for,
     write_boards,
 )
-from loadgen import frame_bytes
-from mtls_cluster import as_client, tls_section
+from helpers.loadgen import frame_bytes
+from helpers.mtls_cluster import as_client, tls_section
 
 import npudure
 from npudure.lab.local import LocalCluster, wait_serving
+from npudure.proto import contract
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
@@ -136,7 +137,7 @@ def test_a_scheduler_restart_costs_central_clients_nothing_and_keeps_drains_poli
     assert failed == 0, errors
     assert after.policy == "round_robin"
     assert after.lease_holder == "bench on host"
-    assert {b.name: pb.BoardState.Name(b.state)[12:] for b in after.boards}["board3"] == "DRAINING"
+    assert {b.name: contract.board_state_label(b.state) for b in after.boards}["board3"] == "DRAINING"
 
 
 def test_the_reload_command_reaches_a_tls_scheduler_with_its_own_identity(tmp_path, monkeypatch) -> None:

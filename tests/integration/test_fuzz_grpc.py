@@ -12,9 +12,9 @@ import struct
 import grpc
 import numpy as np
 import pytest
+from helpers.loadgen import frame_bytes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from loadgen import frame_bytes
 
 from npudure.lab.local import LocalCluster
 from npudure.proto import inference_pb2 as pb

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import requests
 from deepstack.core import DeepstackObject
-from deepstack_requests import (
+from helpers.deepstack_requests import (
     FRIGATE_TIMEOUT_S,
     assert_matches,
     expected_predictions,

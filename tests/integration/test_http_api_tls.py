@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 import requests
-from deepstack_requests import jpeg
-from mtls_cluster import as_client, tls_section
+from helpers.deepstack_requests import jpeg
+from helpers.mtls_cluster import as_client, tls_section
 
 from npudure.lab.local import LocalCluster
 from npudure.security import pki

@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import run_npudure
-from test_ansible_static import BIN, _render
+from helpers.ansible import BIN, render
+from helpers.cli import run_npudure
 
 from npudure.affinity import irq
 
@@ -101,7 +101,7 @@ def _policy(script: Path, number: int) -> str:
 def test_unit_waits_for_the_npu_and_irqbalance_is_banned_from_its_lines(tmp_path: Path, gpu: bool) -> None:
     _, proc = fake_board(tmp_path / "board", WITH_NPU)
     extra = {"npudure_irq_affinity_proc_root": str(proc), "npudure_irq_affinity_include_gpu": gpu}
-    out = _render(tmp_path, "npudure_irq_affinity", "boards", TEMPLATES, extra)
+    out = render(tmp_path, "npudure_irq_affinity", "boards", TEMPLATES, extra)
     unit = (out / "board1-npudure-irq-affinity.service").read_text().splitlines()
     start = next(line for line in unit if line.startswith("ExecStart="))
     assert start.endswith(" --wait-npu 60") and ("--include-gpu" in start) == gpu
@@ -118,7 +118,7 @@ def test_unit_waits_for_the_npu_and_irqbalance_is_banned_from_its_lines(tmp_path
 
 @needs_ansible
 def test_the_unit_can_be_told_not_to_require_an_npu(tmp_path: Path) -> None:
-    out = _render(
+    out = render(
         tmp_path, "npudure_irq_affinity", "boards", TEMPLATES[:1], {"npudure_irq_affinity_require_npu": False}
     )
     unit = (out / "board1-npudure-irq-affinity.service").read_text()

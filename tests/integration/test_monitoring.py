@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
-import promtool
 import pytest
-from fake_board_sysfs import FakeBoardSysfs
-from loadgen import frame_bytes, run_closed_loop
-from mtls_cluster import as_client, tls_section
-from prometheus_server import Prometheus, copy_rules, render_config
+from helpers import promtool
+from helpers.fake_board_sysfs import FakeBoardSysfs
+from helpers.loadgen import frame_bytes, run_closed_loop
+from helpers.mtls_cluster import as_client, tls_section
+from helpers.prometheus_server import Prometheus, copy_rules, render_config
 
 from npudure.lab.local import LocalCluster, free_port
 from npudure.proto import inference_pb2 as pb

@@ -14,8 +14,8 @@ from pathlib import Path
 import grpc
 import numpy as np
 import pytest
-from conftest import run_npudure
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from helpers.cli import run_npudure
 
 from npudure.lab.local import LocalCluster
 from npudure.proto import inference_pb2 as pb

@@ -10,7 +10,7 @@ from pathlib import Path
 import grpc
 import numpy as np
 import pytest
-from mtls_cluster import as_client, tls_section
+from helpers.mtls_cluster import as_client, tls_section
 
 import npudure
 from npudure.lab.local import LocalCluster, free_port

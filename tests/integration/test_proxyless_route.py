@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import grpc
 import numpy as np
 import pytest
-from conftest import run_npudure
+from helpers.cli import run_npudure
 
 import npudure
 from npudure.client.proxyless import RouteError, RouteInfo, channel_options, fetch_route, open_aio_channel

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import grpc
 import pytest
-from conftest import run_service
-from loadgen import frame_bytes
-from mtls_cluster import as_client, mtls_cluster
+from helpers.cli import run_service
+from helpers.loadgen import frame_bytes
+from helpers.mtls_cluster import as_client, mtls_cluster
 
 from npudure.lab.local import LocalCluster, free_port
 from npudure.proto import inference_pb2 as pb

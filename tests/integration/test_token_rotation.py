@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import grpc
 import pytest
-from fleet_ops import board_states, failures, start_load, wait_for
+from helpers.fleet_ops import board_states, failures, start_load, wait_for
 
 from npudure.lab.local import LocalCluster
 from npudure.proto import inference_pb2 as pb

@@ -75,7 +75,7 @@ def case(tmp_path_factory) -> dict:
         )
     )
     done = subprocess.run(
-        [PYTHON, str(HERE / "ultralytics_predict.py"), str(request)],
+        [PYTHON, str(HERE.parent / "helpers" / "ultralytics_predict.py"), str(request)],
         capture_output=True,
         text=True,
         timeout=600,

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
-from conftest import skip_is_a_failure
+from helpers.lab_skips import skip_is_a_failure
 
 
 @pytest.fixture
@@ -52,6 +53,9 @@ def test_every_appliance_module_that_boots_a_lab_is_marked_lab() -> None:
 
 def test_the_hook_turns_the_skip_into_a_failure(pytester: pytest.Pytester, monkeypatch) -> None:
     monkeypatch.setenv("CI", "true")
+    # The sandbox has its own rootdir, so not our pythonpath setting: the copied conftest imports helpers.
+    tests = str(Path(__file__).parents[1])
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [tests, os.environ.get("PYTHONPATH")])))
     pytester.makeconftest((Path(__file__).parents[1] / "conftest.py").read_text())
     pytester.makepyfile(
         test_example="""

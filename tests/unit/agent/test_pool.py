@@ -5,41 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
 from collections.abc import Iterator
 
-import numpy as np
 import pytest
+from helpers.pool import FRAME, GatedContext
 
 from npudure.agent.pool import PoolFull, WorkerPool
-from npudure.backends.base import NO_DETECTIONS, Context, ContextResult
-
-FRAME = np.zeros((4, 4, 3), dtype=np.uint8)
-
-
-class GatedContext(Context):
-    """Blocks in ``run`` until released; records how many frames it ever ran at once."""
-
-    def __init__(self) -> None:
-        self.gate = threading.Event()
-        self.started = threading.Event()
-        self.lock = threading.Lock()
-        self.running = 0
-        self.max_running = 0
-        self.frames = 0
-
-    def run(self, image: np.ndarray) -> ContextResult:
-        with self.lock:
-            self.running += 1
-            self.max_running = max(self.max_running, self.running)
-        self.started.set()
-        try:
-            assert self.gate.wait(10), "test never released the context"
-            self.frames += 1
-            return ContextResult(NO_DETECTIONS, 0.0, 0.0, 0.0)
-        finally:
-            with self.lock:
-                self.running -= 1
 
 
 def run(coro) -> None:
@@ -74,7 +45,7 @@ def test_full_pool_refuses_beyond_the_queue_limit() -> None:
                 await pool.run(lambda: FRAME)
             ctx.gate.set()
             await asyncio.gather(running, waiting)
-            assert ctx.frames == 2 and pool.waiting == 0 and pool.busy == 0
+            assert ctx.runs == 2 and pool.waiting == 0 and pool.busy == 0
 
     run(main())
 
@@ -89,11 +60,11 @@ def test_a_cancelled_request_never_lets_a_context_serve_two_frames() -> None:
             second = asyncio.create_task(pool.run(lambda: FRAME))
             await asyncio.sleep(0.05)
             assert not second.done(), "the second frame ran while the context was still busy"
-            assert ctx.max_running == 1
+            assert ctx.max_active == 1
             ctx.gate.set()
             outcome = await second
             assert outcome.queue_s > 0.04  # it waited for the first frame's thread to finish
-            assert ctx.max_running == 1 and ctx.frames == 2
+            assert ctx.max_active == 1 and ctx.runs == 2
 
     run(main())
 
@@ -112,7 +83,7 @@ def test_each_context_runs_on_its_own_thread_and_a_busy_one_reads_as_hung_after_
             for ctx in contexts:
                 ctx.gate.set()
             await asyncio.gather(*tasks)
-            assert [c.frames for c in contexts] == [1, 1]
+            assert [c.runs for c in contexts] == [1, 1]
             assert pool.hung(0.0) == 0
         finally:
             for ctx in contexts:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import run_records
+from helpers import run_records
 
 from npudure.bench import validity
 

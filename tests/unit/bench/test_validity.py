@@ -7,7 +7,7 @@ import copy
 from typing import Any
 
 import pytest
-import run_records
+from helpers import run_records
 
 from npudure.bench import validity
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fake_board_sysfs import FakeBoardSysfs
+from helpers.fake_board_sysfs import FakeBoardSysfs
 from prometheus_client import CollectorRegistry, generate_latest
 
 from npudure.agent.metrics import AgentMetrics

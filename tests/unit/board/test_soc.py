@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import run_npudure
+from helpers.cli import run_npudure
 
 from npudure.board import soc
 from npudure.config import AgentConfig

@@ -7,8 +7,8 @@ import json
 import re
 from pathlib import Path
 
-import promtool
 import yaml
+from helpers import promtool
 
 ROOT = Path(__file__).resolve().parents[3]
 DASHBOARD = ROOT / "monitoring" / "dashboards" / "npudure-fleet.json"

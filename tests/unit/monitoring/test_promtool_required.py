@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import promtool
 import pytest
+from helpers import promtool
 
 
 @pytest.fixture

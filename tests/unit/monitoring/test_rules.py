@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import promtool
 import pytest
 import yaml
+from helpers import promtool
 
 ROOT = Path(__file__).resolve().parents[3]
 RULES = sorted((ROOT / "monitoring" / "rules").glob("*.yml"))

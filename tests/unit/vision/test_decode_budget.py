@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import grpc
-import jpeg_bombs
 import numpy as np
 import pytest
+from helpers import jpeg_bombs
 
 from npudure.proto import inference_pb2 as pb
 from npudure.vision import decode_budget, frames

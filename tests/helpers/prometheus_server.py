@@ -18,9 +18,9 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import promtool
 import yaml
 
+from helpers import promtool
 from npudure.faults.fleet import ansible_env
 from npudure.lab.local import free_port
 

@@ -14,6 +14,7 @@ import yaml
 
 from npudure.faults.background import BackgroundLoad
 from npudure.lab.local import LocalCluster, Proc, free_port, wait_serving
+from npudure.proto import contract
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
@@ -52,7 +53,7 @@ def status(cluster: LocalCluster) -> pb.ClusterStatus:
 
 
 def board_states(cluster: LocalCluster) -> dict[str, str]:
-    return {b.name: pb.BoardState.Name(b.state)[12:] for b in status(cluster).boards}
+    return {b.name: contract.board_state_label(b.state) for b in status(cluster).boards}
 
 
 def route_boards(cluster: LocalCluster) -> list[str]:

@@ -22,13 +22,14 @@ import h2.connection
 import h2.exceptions
 import numpy as np
 
+from npudure.proto import contract
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 
-INFER = "/npudure.v1.Inference/Infer"
+INFER = contract.INFER_METHOD
 RAW_FRAME = np.random.default_rng(7).integers(0, 256, (640, 640, 3), dtype=np.uint8).tobytes()
 RAW_REQUEST = pb.InferRequest(encoding=pb.ENCODING_RAW_RGB, frame=RAW_FRAME).SerializeToString()
-BIG = [("grpc.max_send_message_length", 16 << 20), ("grpc.max_receive_message_length", 16 << 20)]
+BIG = contract.message_size_options(16 << 20)
 
 
 # ---------------------------------------------------------------------- measurement
@@ -111,7 +112,7 @@ class LegitProbe:
 def board_states(scheduler: str) -> dict[str, str]:
     with grpc.insecure_channel(scheduler) as channel:
         status = rpc.ClusterStub(channel).GetClusterStatus(pb.ClusterStatusRequest(), timeout=5)
-    return {b.name: pb.BoardState.Name(b.state)[12:] for b in status.boards}
+    return {b.name: contract.board_state_label(b.state) for b in status.boards}
 
 
 # ---------------------------------------------------------------------- deadline and cancel storms
