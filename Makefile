@@ -17,10 +17,11 @@ demo: bootstrap
 test: bootstrap
 	$(VENV)/ruff check $(LINT_PATHS)
 	$(VENV)/ruff format --check $(LINT_PATHS)
+	$(VENV)/mypy
 	$(VENV)/pytest -ra --durations=15
 
 lint: bootstrap
-	$(VENV)/ruff check $(LINT_PATHS) && $(VENV)/ruff format --check $(LINT_PATHS)
+	$(VENV)/ruff check $(LINT_PATHS) && $(VENV)/ruff format --check $(LINT_PATHS) && $(VENV)/mypy
 
 ## mypy over npudure/ (configuration: [tool.mypy] in pyproject.toml; strict on the board side and the scheduler).
 typecheck: bootstrap

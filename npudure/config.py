@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import ErrorDetails
 
 BACKENDS = ("rknn", "onnx", "sim")
 POLICIES = ("round_robin", "least_inflight", "p2c", "ect", "heartbeat_least_queue")
@@ -244,7 +245,7 @@ class SchedulerConfig(_Strict):
 Model = TypeVar("Model", bound=BaseModel)
 
 
-def _describe(error: dict[str, Any]) -> str:
+def _describe(error: ErrorDetails) -> str:
     where = ".".join(str(part) for part in error["loc"]) or "(top level)"
     kind = error["type"]
     ctx = error.get("ctx") or {}

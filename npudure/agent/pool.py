@@ -54,7 +54,7 @@ class WorkerPool:
         self,
         contexts: Sequence[Context],
         queue_limit: int,
-        thread_initializer: Callable[[], None] | None = None,
+        thread_initializer: Callable[[], object] | None = None,  # its return value is ignored
     ) -> None:
         self._workers = [
             Worker(i, ctx, ThreadPoolExecutor(1, f"npu{i}", initializer=thread_initializer))

@@ -54,7 +54,8 @@ def _protobuf(data: bytes) -> Request:
 def parse(data: bytes) -> Request:
     """The request in ``data`` (proto3 rules: the last occurrence of a field wins)."""
     view = memoryview(data)
-    request_id, encoding, frame = "", 0, view[0:0]
+    request_id, encoding = "", 0
+    frame: memoryview | bytes = view[0:0]
     pos, end = 0, len(data)
     while pos < end:
         key, pos = _varint(data, pos)

@@ -29,7 +29,8 @@ _REBUILD = "rebuild it with `npudure model build --force` (or copy the fleet's m
 
 def to_model_input(image: np.ndarray) -> np.ndarray:
     """HWC uint8 RGB → NCHW float32 in 0..1 (one pass, no intermediate float copy)."""
-    return np.multiply(image.transpose(2, 0, 1)[None], np.float32(1 / 255), dtype=np.float32)
+    nchw: np.ndarray = np.multiply(image.transpose(2, 0, 1)[None], np.float32(1 / 255), dtype=np.float32)
+    return nchw  # (numpy types a ufunc with dtype= as Any)
 
 
 class _OnnxContext(Context):
@@ -89,7 +90,7 @@ class OnnxBackend(ModelFileBackend):
             self._contexts.append(
                 _OnnxContext(session, input_name, layout, config.postprocess, self._input_size)
             )
-        meta = session.get_modelmeta().custom_metadata_map  # type: ignore[attr-defined]
+        meta = session.get_modelmeta().custom_metadata_map
         try:
             names = config.class_names or (parse_names(meta["names"]) if meta.get("names") else None)
             self._names = resolve_names(nc, names, "the agent config" if config.class_names else str(path))

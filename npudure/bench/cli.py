@@ -256,9 +256,9 @@ def _default(args: argparse.Namespace, name: str) -> Any:
     table = QUICK if args.quick else FULL
     raw = table[name]
     if name == "sweep" or name == "hetero_ladder":
-        return _ints(raw)
+        return _ints(str(raw))
     if name == "hetero_policies":
-        return _policies(raw)
+        return _policies(str(raw))
     return raw
 
 
@@ -279,12 +279,13 @@ def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def _http_settings(args: argparse.Namespace) -> dict[str, str | None]:
+def _http_settings(args: argparse.Namespace) -> tuple[str, str | None]:
+    """BenchSettings' (api, http_url)."""
     if args.api != "http":
-        return {}
+        return "grpc", None
     from npudure.bench.http_load import default_url
 
-    return {"api": "http", "http_url": args.http_url or default_url(args.target)}
+    return "http", args.http_url or default_url(args.target)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -302,6 +303,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"npudure bench: --out {args.out}: {problem}", file=sys.stderr)
         return EXIT_REFUSED
     _tune_malloc()
+    api, http_url = _http_settings(args)
     settings = BenchSettings(
         warmup_s=_default(args, "warmup"),
         duration_s=_default(args, "duration"),
@@ -310,7 +312,8 @@ def run(args: argparse.Namespace) -> int:
         timeout_s=args.timeout,
         harness_connections=args.connections,
         direct_telemetry=not args.no_direct_telemetry,
-        **_http_settings(args),
+        api=api,
+        http_url=http_url,
     )
     try:
         count = args.frames if args.frames else (None if args.images else 16)

@@ -13,12 +13,16 @@ import json
 import re
 import uuid
 from collections.abc import Awaitable
+from typing import TYPE_CHECKING
 
 import grpc
 
 from npudure.bench.payloads import FrameSet, FrameSourceError
 from npudure.proto import inference_pb2 as pb
 from npudure.vision.frames import encode_jpeg, synthetic_frame
+
+if TYPE_CHECKING:  # imported when opened: the gRPC-only harness does not need aiohttp
+    import aiohttp
 
 # HTTP statuses of the API as the gRPC codes the harness counts.
 _CODES = {
@@ -99,7 +103,7 @@ class HttpTarget:
         self.connections = max(1, connections)
         self._api_key = api_key
         self._bodies: dict[bytes, tuple[bytes, str]] = {}
-        self._session = None
+        self._session: aiohttp.ClientSession | None = None
 
     async def open(self, ready_timeout_s: float = 10.0) -> None:
         import aiohttp

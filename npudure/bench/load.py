@@ -14,8 +14,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import grpc
 import numpy as np
@@ -33,6 +34,16 @@ BEHIND_RATE_FRACTION = 0.95
 # After an error a closed-loop worker pauses this long, so a dead target is not spun on at full speed.
 ERROR_PAUSE_S = 0.01
 MAX_ERROR_MESSAGES = 5
+
+
+class LoadTarget(Protocol):
+    """What the load loops drive: the gRPC Target here, or http_load.HttpTarget."""
+
+    async def open(self, ready_timeout_s: float = 10.0) -> None: ...
+
+    async def close(self) -> None: ...
+
+    def infer(self, payload: bytes, timeout_s: float) -> Awaitable[bytes]: ...
 
 
 class Target:
@@ -146,7 +157,7 @@ class _Collector:
 
 
 async def _call(
-    target: Target, payload: bytes, timeout_s: float, col: _Collector
+    target: LoadTarget, payload: bytes, timeout_s: float, col: _Collector
 ) -> tuple[int, bytes | None]:
     try:
         return 0, await target.infer(payload, timeout_s)
@@ -155,7 +166,7 @@ async def _call(
 
 
 async def closed_loop(
-    target: Target,
+    target: LoadTarget,
     requests: Sequence[bytes],
     concurrency: int,
     warmup_s: float,
@@ -253,7 +264,7 @@ def open_loop_window(
 
 
 async def open_loop(
-    target: Target,
+    target: LoadTarget,
     requests: Sequence[bytes],
     rate: float,
     warmup_s: float,

@@ -64,6 +64,7 @@ class Samples:
             backend_idx=self.backend_idx,
             node_names=np.array(self.node_names, dtype=str),
             backend_names=np.array(self.backend_names, dtype=str),
+            allow_pickle=False,  # plain numeric and string columns
             **stage_cols,
         )
 

@@ -31,7 +31,7 @@ from npudure import __version__
 from npudure.bench import agent_cpu, analysis, cpu, experiments, report, telemetry_log
 from npudure.bench.cluster import BenchError, ClusterAdmin, ClusterGuard, active_boards, state_name
 from npudure.bench.lease import DEFAULT_TTL_S, LeaseKeeper, default_holder
-from npudure.bench.load import LoadResult, Target, closed_loop, open_loop
+from npudure.bench.load import LoadResult, LoadTarget, Target, closed_loop, open_loop
 from npudure.bench.payloads import FrameSet, make_frame_set
 from npudure.bench.progress import Progress
 from npudure.bench.results import ResultDir, ResultDirExists, read_json, write_csv, write_json
@@ -111,7 +111,7 @@ class BenchSession:
         self._sequence = 0
         self._series_count: dict[str, int] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._target: Target | None = None
+        self._target: LoadTarget | None = None
         self.admin: ClusterAdmin | None = None
         self.lease: LeaseKeeper | None = None
         self.guard: ClusterGuard | None = None
@@ -157,7 +157,7 @@ class BenchSession:
                 from npudure.bench.http_load import HttpTarget
 
                 assert self.settings.http_url, "api http needs http_url"
-                self._target = HttpTarget(self.settings.http_url, self.settings.harness_connections)  # type: ignore[assignment]
+                self._target = HttpTarget(self.settings.http_url, self.settings.harness_connections)
             self._loop.run_until_complete(self._target.open())
             self.started_at = datetime.now(UTC).isoformat(timespec="seconds")
             self._write_manifest(status)
@@ -343,7 +343,7 @@ class BenchSession:
             if target is not self._target:
                 self._loop.run_until_complete(target.close())
 
-    def _execute(self, spec: RunSpec, target: Target, load_target: dict[str, Any]) -> RunData:
+    def _execute(self, spec: RunSpec, target: LoadTarget, load_target: dict[str, Any]) -> RunData:
         assert self.admin and self.result and self._loop
         before = self._snapshot(spec.boards)
         sched_before = {pid: cpu.process_cpu_s(pid) for pid in self.scheduler_pids}
@@ -371,7 +371,7 @@ class BenchSession:
             time.sleep(self.settings.settle_s)
         return run
 
-    async def _open_target(self, spec: RunSpec) -> tuple[Target, dict[str, Any]]:
+    async def _open_target(self, spec: RunSpec) -> tuple[LoadTarget, dict[str, Any]]:
         """Where this run's requests go: the scheduler (kept open), one agent, or the boards themselves
         balanced by gRPC over the scheduler's route (proxyless); opened per run since the route follows
         the active set."""
@@ -421,7 +421,7 @@ class BenchSession:
                 return route
             time.sleep(0.2)
 
-    async def _load(self, spec: RunSpec, t0: float, target: Target) -> LoadResult:
+    async def _load(self, spec: RunSpec, t0: float, target: LoadTarget) -> LoadResult:
         assert self.frames is not None
         s = self.settings
         if spec.mode == "open":

@@ -14,8 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
+
+T = TypeVar("T")
 
 # Name used in column names -> percentile. "p99_9" is p99.9.
 PERCENTILES: dict[str, float] = {"p50": 50.0, "p95": 95.0, "p99": 99.0, "p99_9": 99.9}
@@ -51,7 +54,7 @@ def mean_of_run_stats(runs: Iterable[np.ndarray]) -> dict[str, float | None]:
     per_run = [latency_stats(a) for a in runs if np.asarray(a).size]
     out: dict[str, float | None] = {}
     for key in LATENCY_KEYS:
-        vals = [r[key] for r in per_run if r[key] is not None]
+        vals = [v for r in per_run if (v := r[key]) is not None]
         out[key] = float(np.mean(vals)) if vals else None
     return out
 
@@ -130,6 +133,6 @@ def spread(values: Mapping[str, float]) -> tuple[float | None, str | None, str |
     return known[slowest] / known[fastest], slowest, fastest
 
 
-def alternating_order(items: Sequence[object], repetition: int) -> list[object]:
+def alternating_order(items: Sequence[T], repetition: int) -> list[T]:
     """Forward on even repetitions, reversed on odd ones, so slow drift (heat, caches) cancels."""
     return list(items) if repetition % 2 == 0 else list(reversed(items))

@@ -165,15 +165,22 @@ def columns(rows: Iterable[dict[str, object]]) -> list[str]:
     return [*BASE_COLUMNS, *extra]
 
 
+def _num(value: object) -> float:
+    """A reading as a float: rows hold numbers, or strings when read back from the CSV."""
+    if isinstance(value, (int, float, str)):
+        return float(value)
+    raise ValueError(f"not a number: {value!r}")
+
+
 def _floats(rows: list[dict[str, object]], key: str) -> np.ndarray:
     vals = [r.get(key) for r in rows]
-    return np.array([float(v) for v in vals if v is not None and v != ""], dtype=np.float64)
+    return np.array([_num(v) for v in vals if v is not None and v != ""], dtype=np.float64)
 
 
 def summarize_board(rows: list[dict[str, object]], window: tuple[float, float]) -> dict[str, object]:
     """One board's telemetry inside the measurement window (samples of that board, in time order)."""
     start, end = window
-    inside = [r for r in rows if start <= float(r["t_s"]) <= end]
+    inside = [r for r in rows if start <= _num(r["t_s"]) <= end]
     out: dict[str, object] = {"telemetry_samples_during_load": len(inside)}
     keys = sorted({k for r in inside for k in r})
     thermal = [k for k in keys if k.startswith("thermal_")]
@@ -196,7 +203,7 @@ def summarize_board(rows: list[dict[str, object]], window: tuple[float, float]) 
     }
     npu_freq = _floats(inside, "npu_freq_mhz")
     out["median_npu_freq_during_load_mhz"] = float(np.median(npu_freq)) if npu_freq.size else None
-    caps = {int(float(r["cpu_cap_mhz"])) for r in inside if r.get("cpu_cap_mhz") not in (None, "")}
+    caps = {int(_num(r["cpu_cap_mhz"])) for r in inside if r.get("cpu_cap_mhz") not in (None, "")}
     out["cpu_caps_during_load_mhz"] = sorted(caps)
     out["cpu_user_ms_per_request"], out["cpu_system_ms_per_request"] = _cpu_per_request(inside)
     out["states_during_load"] = sorted({str(r["state"]) for r in inside})
@@ -211,9 +218,9 @@ def _cpu_per_request(rows: list[dict[str, object]]) -> tuple[float | None, float
     if len(direct) < 2 or direct[0].get("boot_id") != direct[-1].get("boot_id"):
         return None, None
     first, last = direct[0], direct[-1]
-    served = float(last["node_served_total"]) - float(first["node_served_total"])
+    served = _num(last["node_served_total"]) - _num(first["node_served_total"])
     if served <= 0:
         return None, None
-    user = (float(last["process_cpu_user_s"]) - float(first["process_cpu_user_s"])) * 1e3 / served
-    system = (float(last["process_cpu_system_s"]) - float(first["process_cpu_system_s"])) * 1e3 / served
+    user = (_num(last["process_cpu_user_s"]) - _num(first["process_cpu_user_s"])) * 1e3 / served
+    system = (_num(last["process_cpu_system_s"]) - _num(first["process_cpu_system_s"])) * 1e3 / served
     return user, system

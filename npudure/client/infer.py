@@ -39,7 +39,7 @@ def load_image(path: Path) -> np.ndarray:
         raise ImageError(f"--image {path}: cannot read it: {exc}") from None
 
 
-def file_payload(path: Path) -> tuple[int, bytes]:
+def file_payload(path: Path) -> tuple[pb.Encoding, bytes]:
     """An image file's bytes with the encoding its signature says (JPEG or PNG), sent unchanged."""
     try:
         data = path.read_bytes()
@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
             images = (
                 [load_image(p) for p in args.image] if args.image else [seeded_frame(i) for i in range(4)]
             )
-            encoding = pb.ENCODING_JPEG if args.encoding == "jpeg" else pb.ENCODING_RAW_RGB
+            encoding: pb.Encoding = pb.ENCODING_JPEG if args.encoding == "jpeg" else pb.ENCODING_RAW_RGB
             sent = [
                 (encoding, frames.encode_jpeg(i) if args.encoding == "jpeg" else i.tobytes()) for i in images
             ]

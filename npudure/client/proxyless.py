@@ -103,11 +103,11 @@ def channel_options(route: RouteInfo, extra: Sequence[tuple[str, object]] = ()) 
 
 
 def _wrap(error: grpc.RpcError, scheduler_target: str) -> RouteError:
-    code = error.code()  # type: ignore[attr-defined]
+    code = error.code()
     if code == grpc.StatusCode.UNIMPLEMENTED:
         return RouteError(f"{scheduler_target} has no GetRoute: is it an npudure scheduler of this version?")
     return RouteError(
-        f"cannot get the route from the scheduler at {scheduler_target}: {code.name}: {error.details()}"  # type: ignore[attr-defined]
+        f"cannot get the route from the scheduler at {scheduler_target}: {code.name}: {error.details()}"
     )
 
 

@@ -90,7 +90,7 @@ def summary_lines(summary: Mapping[str, Any], time_scale: float | None = None) -
         boards = {b: v["latency_mean_ms"] for b, v in (p.get("boards") or {}).items()}
         spread = max(boards.values()) / min(boards.values()) if boards and min(boards.values()) > 0 else None
         p99 = p["latency_pooled_ms"]["p99"]
-        if one_bad:
+        if one_bad or one is None:
             eff, growth = "efficiency invalid (1-board point invalid)", "p99 growth invalid"
         else:
             eff = f"efficiency {p['efficiency']:.1%}" if p.get("efficiency") is not None else "efficiency ?"

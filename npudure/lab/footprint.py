@@ -72,12 +72,12 @@ def main(argv: list[str] | None = None) -> int:
         cpu = f"{r.cpu_fraction:6.1%} of a CPU" if r.cpu_fraction is not None else "? CPU"
         print(f"{r.name:8s} {rss}  {cpu}")
     boards = [r for r in rows if r.name.startswith("board")]
-    rss = [r.rss_mib for r in boards if r.rss_mib is not None]
-    cpu = [r.cpu_fraction for r in boards if r.cpu_fraction is not None]
-    if rss and cpu:
+    rss_mib = [r.rss_mib for r in boards if r.rss_mib is not None]
+    cpu_fraction = [r.cpu_fraction for r in boards if r.cpu_fraction is not None]
+    if rss_mib and cpu_fraction:
         print(
-            f"per board (mean of {len(boards)}): {sum(rss) / len(rss):.1f} MiB, "
-            f"{sum(cpu) / len(cpu):.1%} of a CPU over {args.seconds:g} s"
+            f"per board (mean of {len(boards)}): {sum(rss_mib) / len(rss_mib):.1f} MiB, "
+            f"{sum(cpu_fraction) / len(cpu_fraction):.1%} of a CPU over {args.seconds:g} s"
         )
     return 0
 

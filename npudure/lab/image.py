@@ -120,7 +120,7 @@ def read_marker(image: Path) -> dict | None:
 def image_ok(image: Path, arch: str = NATIVE_ARCH) -> bool:
     marker = read_marker(image)
     return (
-        bool(marker)
+        marker is not None
         and marker.get("format") == IMAGE_FORMAT
         and marker.get("packages") == list(PACKAGES)
         and marker.get("arch", NATIVE_ARCH) == arch

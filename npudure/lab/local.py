@@ -44,7 +44,8 @@ def wait_serving(address: str, timeout_s: float, process: subprocess.Popen | Non
             if process is not None and process.poll() is not None:
                 raise RuntimeError(f"process for {address} exited with code {process.returncode}")
             with contextlib.suppress(grpc.RpcError):
-                reply = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=1)
+                # The stubs omit the methods HealthStub sets in __init__.
+                reply = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=1)  # type: ignore[attr-defined]
                 if reply.status == health_pb2.HealthCheckResponse.SERVING:
                     return
             time.sleep(0.1)
@@ -222,13 +223,13 @@ class LocalCluster:
             )
 
     def stop(self) -> None:
-        procs = [p for p in [self.scheduler, *self.agents.values()] if p and p.process]
+        procs = [p.process for p in [self.scheduler, *self.agents.values()] if p and p.process]
         # SIGTERM to all first: each drains for shutdown.drain_s, in parallel rather than in turn.
-        for proc in procs:
-            if proc.process.poll() is None:
-                proc.process.send_signal(signal.SIGTERM)
-        for proc in procs:
-            _terminate(proc.process, signalled=True)
+        for process in procs:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in procs:
+            _terminate(process, signalled=True)
         if self._set_env:
             os.environ.pop(security.ENV_TOKEN, None)
             self._set_env = False
@@ -391,7 +392,7 @@ def run(args: argparse.Namespace) -> int:
             dead = [
                 p.name
                 for p in [cluster.scheduler, *cluster.agents.values()]
-                if p and p.process.poll() is not None
+                if p and p.process and p.process.poll() is not None
             ]
             if dead:
                 print(f"npudure local: {', '.join(dead)} exited; stopping", file=sys.stderr)

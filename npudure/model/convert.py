@@ -106,10 +106,10 @@ def inspect_source(path: Path) -> SourceModel:
 
     try:
         info = inspect(path)
-        shapes = [t.shape for t in info.outputs]
-        if any(not isinstance(d, int) for s in shapes for d in s):
+        if any(not isinstance(d, int) for t in info.outputs for d in t.shape):
             raise LayoutError(f"outputs with symbolic dimensions: {[str(t) for t in info.outputs]}")
-        layout = detect_layout(shapes)  # type: ignore[arg-type]
+        shapes = [tuple(d for d in t.shape if isinstance(d, int)) for t in info.outputs]  # all int (above)
+        layout = detect_layout(shapes)
     except (ValueError, LayoutError) as exc:
         raise ConvertError(f"{path}: {exc}", EX_DATAERR) from None
     if (layout != "zoo" or len(shapes) != 9) and layout != "concat":

@@ -15,7 +15,7 @@ import traceback
 
 def main() -> int:
     request = json.loads(sys.stdin.read())
-    result = {"ok": False}
+    result: dict[str, object] = {"ok": False}
     try:
         result = convert(request)
     except Exception as exc:  # reported to the caller as one line; the traceback goes to the log
@@ -71,7 +71,7 @@ def convert(request: dict) -> dict:
                     arrays[f"f{i}_o{j}"] = np.asarray(out, dtype=np.float32)
             result["sim_seconds_per_frame"] = (time.perf_counter() - started) / max(len(frames), 1)
             result["sim_outputs"] = len(outputs) if len(frames) else 0
-            np.savez(request["sim_out"], **arrays)
+            np.savez(request["sim_out"], allow_pickle=False, **arrays)  # float32 only
         return result
     finally:
         rknn.release()

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import onnx
@@ -95,12 +95,12 @@ class Emitter:
         self.inits.append(numpy_helper.from_array(np.asarray(value), name))
         return name
 
-    def node(self, op: str, inputs: list[str], name: str, n_out: int = 1, **attrs: object) -> list[str]:
+    def node(self, op: str, inputs: list[str], name: str, n_out: int = 1, **attrs: Any) -> list[str]:
         outs = [f"{name}.{i}" if n_out > 1 else name for i in range(n_out)]
         self.nodes.append(helper.make_node(op, inputs, outs, name=name, **attrs))
         return outs
 
-    def output(self, name: str, shape: list[int]) -> None:
+    def output(self, name: str, shape: list[int | None]) -> None:  # None: a dimension left free
         self.outputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, shape))
 
     def _weight(self, name: str, cout: int, cin: int, k: int) -> np.ndarray:
@@ -119,7 +119,7 @@ class Emitter:
         w = self._weight(name, cout, cin, k)
         attrs = {"kernel_shape": [k, k], "strides": [s, s], "pads": [k // 2] * 4}
         if self.mode == "calib":
-            z = self.node("Conv", [x, self.const(f"{name}.weight", w)], f"{name}.conv", **attrs)[0]
+            z = self.node("Conv", [x, self.const(f"{name}.weight", w)], f"{name}.conv", n_out=1, **attrs)[0]
             y = self._batch_norm(z, name, *((self.bn_gamma, self.bn_beta) if act else (1.0, 0.0)))
         else:
             st = self.stats[name]
@@ -127,7 +127,7 @@ class Emitter:
             wf = (w * scale[:, None, None, None]).astype(np.float32)
             bf = (st.shift - st.mean * scale).astype(np.float32)
             inputs = [x, self.const(f"{name}.weight", wf), self.const(f"{name}.bias", bf)]
-            y = self.node("Conv", inputs, f"{name}.conv", **attrs)[0]
+            y = self.node("Conv", inputs, f"{name}.conv", n_out=1, **attrs)[0]
         if act:
             sig = self.node("Sigmoid", [y], f"{name}.sigmoid")[0]
             y = self.node("Mul", [y, sig], f"{name}.silu")[0]

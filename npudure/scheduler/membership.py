@@ -120,9 +120,11 @@ class Host(Protocol):
     serving: ServingPusher
     monitors: list[BoardMonitor]
     metrics: SchedulerMetrics
-    lease: LeaseLike
     _tasks: list[asyncio.Task[None]]
     _resolved: dict[str, str]
+
+    @property  # read-only here: a plain attribute would have to be exactly LeaseLike (invariance)
+    def lease(self) -> LeaseLike: ...
 
     def _state_changed(self) -> None: ...
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.metrics import MetricWrapperBase
 
 from npudure.config import TlsConfig
 from npudure.security.access import AdminGuard
@@ -70,5 +69,5 @@ class _Method:
         self._counter = counter
         self._method = method
 
-    def labels(self, code: str) -> MetricWrapperBase:
+    def labels(self, code: str) -> Counter:
         return self._counter.labels(code, self._method)

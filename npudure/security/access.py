@@ -19,8 +19,9 @@ import os
 import secrets
 import stat
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -159,7 +160,8 @@ class AdminGuard:
             if any(name in self.identities for name in names):
                 return True
         if self.tokens:
-            sent = dict(context.invocation_metadata() or ()).get("authorization", "").encode()
+            value = dict(context.invocation_metadata() or ()).get("authorization", "")
+            sent = value.encode() if isinstance(value, str) else value  # bytes only for "-bin" keys
             # Every token compared (no early exit): the time taken does not tell which one matched.
             matches = [hmac.compare_digest(sent, f"Bearer {t}".encode()) for t in self.tokens]
             if any(matches):
@@ -233,8 +235,14 @@ class _Metadata(grpc.UnaryUnaryClientInterceptor):
     def __init__(self, metadata: tuple[tuple[str, str], ...]) -> None:
         self.metadata = metadata
 
-    def intercept_unary_unary(self, continuation, details, request):
-        details = details._replace(metadata=(*(details.metadata or ()), *self.metadata))
+    def intercept_unary_unary(
+        self,
+        continuation: Callable[[grpc.ClientCallDetails, Any], Any],
+        details: grpc.ClientCallDetails,
+        request: Any,
+    ) -> Any:
+        # A namedtuple at runtime; the stubs do not declare _replace.
+        details = details._replace(metadata=(*(details.metadata or ()), *self.metadata))  # type: ignore[attr-defined]
         return continuation(details, request)
 
 
@@ -249,10 +257,16 @@ class _AioMetadata(grpc.aio.UnaryUnaryClientInterceptor):
         self.metadata = metadata
         self.methods = methods  # None: every call
 
-    async def intercept_unary_unary(self, continuation, details, request):
+    async def intercept_unary_unary(
+        self,
+        continuation: Callable[[grpc.aio.ClientCallDetails, Any], Awaitable[Any]],
+        details: grpc.aio.ClientCallDetails,
+        request: Any,
+    ) -> Any:
         method = details.method.decode() if isinstance(details.method, bytes) else details.method
         if self.methods is None or method in self.methods:
-            details = details._replace(metadata=(*(details.metadata or ()), *self.metadata))
+            # A namedtuple at runtime; the stubs do not declare _replace.
+            details = details._replace(metadata=(*(details.metadata or ()), *self.metadata))  # type: ignore[attr-defined]
         return await continuation(details, request)
 
 

@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Literal
 
 from cryptography import x509
-from cryptography.exceptions import InvalidSignature
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, ed25519, rsa
+from cryptography.hazmat.primitives.asymmetric.types import CertificateIssuerPrivateKeyTypes, PublicKeyTypes
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 CA_KEY, CA_CERT = "ca.key", "ca.crt"
@@ -38,6 +39,15 @@ CLOCK_SKEW = dt.timedelta(minutes=5)
 
 Usage = Literal["server-and-client", "client-only"]
 EcKey = ec.EllipticCurvePrivateKey
+# What can sign a certificate or a CSR (what load_private_key accepts; npudure makes EcKey ones).
+SigningKey = CertificateIssuerPrivateKeyTypes
+_SIGNING_KEYS = (
+    ec.EllipticCurvePrivateKey,
+    rsa.RSAPrivateKey,
+    dsa.DSAPrivateKey,
+    ed25519.Ed25519PrivateKey,
+    ed448.Ed448PrivateKey,
+)
 
 
 class PkiError(Exception):
@@ -135,19 +145,23 @@ def load_csr(path: str | os.PathLike[str]) -> x509.CertificateSigningRequest:
     return csr
 
 
-def load_private_key(path: str | os.PathLike[str], what: str = "private key"):
+def load_private_key(path: str | os.PathLike[str], what: str = "private key") -> SigningKey:
     path = Path(path)
     data = _read(path, what)
     try:
-        return serialization.load_pem_private_key(data, password=None)
+        key = serialization.load_pem_private_key(data, password=None)
     except TypeError:
         raise PkiError(
             f"{what} {path} is encrypted with a passphrase; npudure keys are unencrypted"
         ) from None
-    except (ValueError, serialization.UnsupportedAlgorithm):
+    except (ValueError, UnsupportedAlgorithm):
         raise PkiError(
             f"{what} {path} is not a PEM private key (expected '-----BEGIN ... PRIVATE KEY-----')"
         ) from None
+    # Key-agreement keys (DH, X25519, X448, ML-KEM) load but cannot sign: refuse them here, not in sign().
+    if not isinstance(key, _SIGNING_KEYS):
+        raise PkiError(f"{what} {path} is a {type(key).__name__}, which cannot sign; use an EC (P-256) key")
+    return key
 
 
 def _key_pem(key: EcKey) -> bytes:
@@ -156,7 +170,7 @@ def _key_pem(key: EcKey) -> bytes:
     )
 
 
-def _spki(public_key) -> bytes:
+def _spki(public_key: PublicKeyTypes) -> bytes:
     return public_key.public_bytes(
         serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
     )
@@ -309,7 +323,7 @@ class CsrResult:
 
 def ensure_key(
     path: str | os.PathLike[str], owner: str | None = None, group: str | None = None, new: bool = False
-) -> tuple[EcKey, bool]:
+) -> tuple[SigningKey, bool]:
     """The host's key: reused when present (rotation keeps it), created 0600 when missing or ``new``."""
     path = Path(path)
     uid, gid = _ids(owner, group)

@@ -12,13 +12,20 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import grpc
 
 log = logging.getLogger(__name__)
 
 LOG_EVERY_S = 10.0
+
+# The servicer's handlers, type-erased: grpc-stubs types RpcMethodHandler's callables as synchronous,
+# while grpc.aio's are coroutines or async generators, and each method has its own message types.
+_Handler = Any
+_Context = grpc.aio.ServicerContext[Any, Any]
+_Parse = Callable[[bytes, _Context], Awaitable[object]]
 
 
 class _RateLimitedLog:
@@ -46,7 +53,11 @@ class StrictDecoding(grpc.aio.ServerInterceptor):
     def __init__(self, log_every_s: float = LOG_EVERY_S) -> None:
         self._log = _RateLimitedLog(log_every_s)
 
-    async def intercept_service(self, continuation, handler_call_details):
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
         handler = await continuation(handler_call_details)
         if handler is None or handler.request_deserializer is None:
             return handler
@@ -54,9 +65,9 @@ class StrictDecoding(grpc.aio.ServerInterceptor):
         parse = self._parser(method, handler.request_deserializer)
         serialize = handler.response_serializer
         if handler.unary_unary:
-            inner = handler.unary_unary
+            inner: _Handler = handler.unary_unary
 
-            async def unary_unary(request: bytes, context):
+            async def unary_unary(request: bytes, context: _Context) -> object:
                 return await inner(await parse(request, context), context)
 
             return grpc.unary_unary_rpc_method_handler(unary_unary, None, serialize)
@@ -66,28 +77,32 @@ class StrictDecoding(grpc.aio.ServerInterceptor):
             )
         iterate = _stream_parser(parse)
         if handler.stream_unary:
-            inner_su = handler.stream_unary
+            inner_su: _Handler = handler.stream_unary
 
-            async def stream_unary(requests, context):
+            async def stream_unary(requests: AsyncIterator[bytes], context: _Context) -> object:
                 return await inner_su(iterate(requests, context), context)
 
             return grpc.stream_unary_rpc_method_handler(stream_unary, None, serialize)
-        inner_ss = handler.stream_stream
+        inner_ss: _Handler = handler.stream_stream  # the only kind left: not None
         if inspect.isasyncgenfunction(inner_ss):
 
-            async def stream_stream(requests, context):
+            async def stream_stream(
+                requests: AsyncIterator[bytes], context: _Context
+            ) -> AsyncIterator[object]:
                 async for reply in inner_ss(iterate(requests, context), context):
                     yield reply
 
         else:
 
-            async def stream_stream(requests, context):  # type: ignore[misc]
+            async def stream_stream(  # type: ignore[misc]  # the other branch's async generator
+                requests: AsyncIterator[bytes], context: _Context
+            ) -> object:
                 return await inner_ss(iterate(requests, context), context)
 
         return grpc.stream_stream_rpc_method_handler(stream_stream, None, serialize)
 
-    def _parser(self, method: str, deserialize: Callable[[bytes], object]):
-        async def parse(request: bytes, context: grpc.aio.ServicerContext):
+    def _parser(self, method: str, deserialize: Callable[[bytes], object]) -> _Parse:
+        async def parse(request: bytes, context: _Context) -> object:
             try:
                 return deserialize(request)
             except Exception as exc:  # DecodeError, and anything a parser raises on hostile bytes
@@ -100,23 +115,23 @@ class StrictDecoding(grpc.aio.ServerInterceptor):
         return parse
 
 
-def _unary_stream(inner, parse):
+def _unary_stream(inner: _Handler, parse: _Parse) -> _Handler:
     if inspect.isasyncgenfunction(inner):
 
-        async def generator(request: bytes, context):
+        async def generator(request: bytes, context: _Context) -> AsyncIterator[object]:
             async for reply in inner(await parse(request, context), context):
                 yield reply
 
         return generator
 
-    async def writer(request: bytes, context):  # the servicer writes with context.write()
+    async def writer(request: bytes, context: _Context) -> object:  # the servicer writes with context.write()
         return await inner(await parse(request, context), context)
 
     return writer
 
 
-def _stream_parser(parse):
-    async def iterate(requests: AsyncIterator[bytes], context) -> AsyncIterator[object]:
+def _stream_parser(parse: _Parse) -> Callable[[AsyncIterator[bytes], _Context], AsyncIterator[object]]:
+    async def iterate(requests: AsyncIterator[bytes], context: _Context) -> AsyncIterator[object]:
         async for request in requests:
             yield await parse(request, context)
 

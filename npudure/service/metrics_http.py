@@ -26,6 +26,9 @@ from npudure.security.metrics import CertificateExpiry
 
 log = logging.getLogger(__name__)
 
+# What socketserver hands a handler: the connection (TCP) or (data, socket) for datagram servers.
+_Request = socket.socket | tuple[bytes, socket.socket]
+
 # One sample per counter/histogram, not two: the *_created series double the scrape for nothing here.
 prometheus_client.disable_created_metrics()
 
@@ -73,7 +76,7 @@ class BoundedMetricsServer(ThreadingMixIn, WSGIServer):
         self.errors = 0
         self._last_log = float("-inf")
 
-    def process_request(self, request, client_address) -> None:
+    def process_request(self, request: _Request, client_address: tuple[str, int]) -> None:
         if not self._slots.acquire(blocking=False):
             self.refused += 1
             self._log(
@@ -87,11 +90,13 @@ class BoundedMetricsServer(ThreadingMixIn, WSGIServer):
             self._slots.release()
             raise
 
-    def process_request_thread(self, request, client_address) -> None:
+    def process_request_thread(self, request: _Request, client_address: tuple[str, int]) -> None:
         timer = threading.Timer(self.REQUEST_DEADLINE_S, _cut, (request,))
         timer.daemon = True
         timer.start()
         try:
+            if not isinstance(request, socket.socket):  # a datagram server's (bytes, socket): not ours
+                raise TypeError("the metrics endpoint serves TCP connections only")
             request.settimeout(self.REQUEST_TIMEOUT_S)
             if self.ssl_context is not None:
                 try:
@@ -105,7 +110,7 @@ class BoundedMetricsServer(ThreadingMixIn, WSGIServer):
             timer.cancel()
             self._slots.release()
 
-    def handle_error(self, request, client_address) -> None:
+    def handle_error(self, request: _Request, client_address: tuple[str, int]) -> None:
         self.errors += 1
         self._log(f"metrics endpoint: a request from {client_address[0]} failed (timed out or malformed)")
 

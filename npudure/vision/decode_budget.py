@@ -35,7 +35,9 @@ class BudgetError(ValueError):
     """The JPEG asks for more decoder work than the budget allows (worded for the client)."""
 
 
-def count_scans(frame: bytes, max_scans: int = MAX_SCANS, max_segments: int = MAX_SEGMENTS) -> int:
+def count_scans(
+    frame: bytes | memoryview, max_scans: int = MAX_SCANS, max_segments: int = MAX_SEGMENTS
+) -> int:
     """The number of scans in ``frame``; raise BudgetError past either limit. Malformed structure is left
     to the decoder (it refuses it): this only counts."""
     scans = segments = 0

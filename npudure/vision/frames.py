@@ -35,7 +35,7 @@ class FrameError(Exception):
         self.code = code
 
 
-def check_request(encoding: int, frame: bytes) -> None:
+def check_request(encoding: int, frame: bytes | memoryview) -> None:
     """Cheap checks done before a frame waits for an NPU core (so bad input never takes a slot)."""
     if encoding == pb.ENCODING_RAW_RGB:
         if len(frame) != FRAME_BYTES:
@@ -59,7 +59,7 @@ def decode(encoding: int, frame: bytes) -> np.ndarray:
     return decode_checked(encoding, frame)
 
 
-def _within_budget(jpeg: bytes) -> None:
+def _within_budget(jpeg: bytes | memoryview) -> None:
     """The decoder's work bounded before any pixel is decoded (scans, marker segments)."""
     try:
         decode_budget.count_scans(jpeg)
@@ -100,14 +100,14 @@ def decode_checked(encoding: int, frame: bytes) -> np.ndarray:
 MAX_IMAGE_SIDE = 8192
 MAX_IMAGE_PIXELS = 40_000_000
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-_FORMATS = {pb.ENCODING_JPEG: "JPEG", pb.ENCODING_PNG: "PNG"}
+_FORMATS: dict[int, str] = {pb.ENCODING_JPEG: "JPEG", pb.ENCODING_PNG: "PNG"}
 
 
 def frame_bytes(size: int) -> int:
     return size * size * 3
 
 
-def check_request_for(encoding: int, frame: bytes, size: int = INPUT_SIZE) -> None:
+def check_request_for(encoding: int, frame: bytes | memoryview, size: int = INPUT_SIZE) -> None:
     """:func:`check_request` for a model of input side ``size``, with PNG too: raw frames must be
     exactly size x size x 3; JPEG and PNG may be any size (bounded when decoded)."""
     if encoding == pb.ENCODING_RAW_RGB:

@@ -47,7 +47,7 @@ def _shapes_text(shapes: Sequence[Sequence[object]]) -> str:
     return ", ".join("[" + ",".join(str(d) for d in s) + "]" for s in shapes)
 
 
-def _zoo_groups(shapes: Sequence[tuple[int, ...]]) -> tuple[int, bool] | None:
+def _zoo_groups(shapes: Sequence[Sequence[int]]) -> tuple[int, bool] | None:
     """(outputs per stride, nhwc) if ``shapes`` is a zoo layout, else None."""
     for per in (3, 2):
         if len(shapes) % per or not len(shapes) // per:
@@ -122,7 +122,8 @@ def _dfl(logits: np.ndarray) -> np.ndarray:
     """[4, 16, K] DFL logits → [4, K] expected bin (distance in strides)."""
     e = np.exp(logits - logits.max(axis=1, keepdims=True))
     bins = np.arange(REG_MAX, dtype=np.float32)[None, :, None]
-    return (e * bins).sum(axis=1) / e.sum(axis=1)
+    expected: np.ndarray = (e * bins).sum(axis=1) / e.sum(axis=1)  # numpy types the ufunc result Any
+    return expected
 
 
 def _zoo_candidates(

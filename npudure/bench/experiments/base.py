@@ -38,8 +38,10 @@ class Experiment(ABC):
     kind: ClassVar[str]
 
     @abstractmethod
-    def plan(self, ctx: PlanContext, **params: Any) -> Plan:
-        """The runs, in order. Raises ValueError (in the user's terms) for parameters that cannot work."""
+    def plan(self, ctx: PlanContext) -> Plan:
+        """The runs, in order. Raises ValueError (in the user's terms) for parameters that cannot work.
+        Each experiment adds its own keyword parameters, all with defaults (the session passes the
+        series' parameters by name)."""
 
     @abstractmethod
     def aggregate(self, runs: Sequence[RunData]) -> dict[str, Any]:

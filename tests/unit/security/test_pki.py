@@ -382,3 +382,23 @@ def test_a_server_certificate_without_the_dialled_ip_is_rejected(tmp_path, fleet
         assert exc.value.code() == grpc.StatusCode.UNAVAILABLE
     finally:
         server.stop(0)
+
+
+def test_a_key_file_that_is_not_pem_is_a_pki_error(tmp_path):
+    # The except clause named an attribute serialization does not have: a bad key was a traceback.
+    bad = tmp_path / "host.key"
+    bad.write_text("not a key\n")
+    with pytest.raises(pki.PkiError, match="is not a PEM private key"):
+        pki.load_private_key(bad)
+
+
+def test_a_key_that_cannot_sign_is_a_pki_error(tmp_path):
+    from cryptography.hazmat.primitives.asymmetric import x25519
+
+    pem = x25519.X25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    path = tmp_path / "host.key"
+    path.write_bytes(pem)
+    with pytest.raises(pki.PkiError, match="cannot sign"):
+        pki.load_private_key(path)
