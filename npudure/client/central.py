@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 import grpc
 
@@ -21,7 +22,7 @@ from npudure.security import access as security
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
-SERVICE_CONFIG = {
+SERVICE_CONFIG: dict[str, list[dict[str, Any]]] = {
     "methodConfig": [
         {
             "name": [{"service": contract.INFERENCE}],

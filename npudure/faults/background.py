@@ -157,6 +157,6 @@ class StatusPoller:
                         {b.name: b.served_total for b in status.boards},
                     )
                 except grpc.RpcError as exc:
-                    poll = Poll(started - self.t0, None, {}, exc.code().name)  # type: ignore[attr-defined]
+                    poll = Poll(started - self.t0, None, {}, exc.code().name)
                 self.polls.append(poll)
                 self._stop.wait(max(0.0, self.interval_s - (time.perf_counter() - started)))

@@ -243,7 +243,7 @@ class Fleet:
                 if states and set(states) >= set(self.boards) and set(states.values()) == {"UP"}:
                     return True, ""
             except grpc.RpcError as exc:
-                last = f"scheduler: {exc.code().name}"  # type: ignore[attr-defined]
+                last = f"scheduler: {exc.code().name}"
             if time.monotonic() > deadline:
                 return False, last
             time.sleep(0.3)
@@ -251,7 +251,7 @@ class Fleet:
     def set_cpu_cap(self, board: str, mhz: int) -> None:
         self.cluster.SetNodeCpuCap(pb.SetNodeCpuCapRequest(node=board, mhz=mhz), timeout=ADMIN_TIMEOUT_S)
 
-    def inject(self, board: str, fault: int) -> pb.NodeStatus:
+    def inject(self, board: str, fault: pb.Fault) -> pb.NodeStatus:
         """Node.InjectFault on the board's own agent (emulated boards only)."""
         with security.channel(self.board_address(board)) as channel:
             return rpc.NodeStub(channel).InjectFault(

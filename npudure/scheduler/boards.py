@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import grpc
@@ -61,7 +62,7 @@ class Board:
         return self.active and not self.draining and not self.down and not self.hot
 
     @property
-    def state(self) -> int:
+    def state(self) -> pb.BoardState:
         if not self.active:
             return pb.BOARD_STATE_INACTIVE
         if self.down:
@@ -140,9 +141,14 @@ def open_board(index: int, board: BoardConfig, config: SchedulerConfig) -> Board
 class BoardMonitor:
     """Health checks (fast, decide up/down) and status polls (telemetry, temperature) for one board."""
 
-    _on_status = None  # called with the board after each successful status poll (proxyless health)
-
-    def __init__(self, board: Board, config: SchedulerConfig, on_change, on_status=None) -> None:
+    def __init__(
+        self,
+        board: Board,
+        config: SchedulerConfig,
+        on_change: Callable[[], None],
+        # Called with the board after each successful status poll (proxyless health).
+        on_status: Callable[[Board], None] | None = None,
+    ) -> None:
         self.board = board
         self.config = config
         self._on_change = on_change
@@ -158,7 +164,7 @@ class BoardMonitor:
     async def check_once(self) -> str:
         """ "serving", "not_serving" (the board says so) or "unreachable"."""
         try:
-            reply = await self._health.Check(
+            reply = await self._health.Check(  # type: ignore[attr-defined]  # the stubs omit Check (set in __init__)
                 health_pb2.HealthCheckRequest(service=""), timeout=max(1.0, self.config.health_interval_s)
             )
         except grpc.aio.AioRpcError as exc:

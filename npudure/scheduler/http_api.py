@@ -24,6 +24,7 @@ import logging
 import ssl
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -187,7 +188,9 @@ class HttpApi:
 
     # ------------------------------------------------------------------ routes
     @web.middleware
-    async def _errors(self, request: web.Request, handler: Any) -> web.StreamResponse:
+    async def _errors(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
         """Every failure in DeepStack's shape (success false, error), never aiohttp's HTML page."""
         try:
             response = await handler(request)

@@ -44,7 +44,7 @@ class ImageError(Exception):
 @dataclass(frozen=True, slots=True)
 class Header:
     format: str  # "JPEG" or "PNG"
-    encoding: int  # the InferRequest encoding the board gets
+    encoding: pb.Encoding  # the InferRequest encoding the board gets
     width: int
     height: int
 

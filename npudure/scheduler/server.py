@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import TYPE_CHECKING
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -26,6 +27,9 @@ from npudure.security import admin_inputs
 from npudure.service import grpc_limits, sdnotify
 from npudure.service.runtime import SERVER_OPTIONS, wait_for_shutdown
 from npudure.service.shutdown import graceful_stop
+
+if TYPE_CHECKING:  # imported at run time only when configured (see _start_http_api)
+    from npudure.scheduler import http_api
 
 log = logging.getLogger(__name__)
 
@@ -194,9 +198,10 @@ class Scheduler(rpc.ClusterServicer):
         await admin_inputs.require(context, admin_inputs.cpu_cap, request.mhz)
         board = await self._board(request.node, context)
         try:
-            return await rpc.NodeStub(board.channels[0]).SetCpuCap(
+            status: pb.NodeStatus = await rpc.NodeStub(board.channels[0]).SetCpuCap(
                 pb.SetCpuCapRequest(mhz=request.mhz), timeout=5
             )
+            return status
         except grpc.aio.AioRpcError as exc:
             await context.abort(exc.code(), f"board {board.name}: {exc.details()}")
 
@@ -240,12 +245,13 @@ class Scheduler(rpc.ClusterServicer):
         reply.status.CopyFrom(self.cluster_status())
         return reply
 
-    async def _board(self, name: str, context) -> Board:
+    async def _board(self, name: str, context: grpc.aio.ServicerContext) -> Board:
         board = self.by_name.get(await admin_inputs.require(context, admin_inputs.node_name, name))
         if board is None:
             await context.abort(
                 grpc.StatusCode.NOT_FOUND, f"no board named {name!r}; boards are: {', '.join(self.by_name)}"
             )
+            raise AssertionError("context.abort returns only by raising")  # for the type checker
         return board
 
     # ------------------------------------------------------------------ lifecycle
@@ -292,7 +298,7 @@ class Scheduler(rpc.ClusterServicer):
                 await channel.close()
 
 
-async def _start_http_api(scheduler: Scheduler):
+async def _start_http_api(scheduler: Scheduler) -> http_api.HttpApi | None:
     """The DeepStack-compatible HTTP API, when configured. Imported only then: aiohttp alone is most
     of the scheduler's import time, and a restart is without a scheduler for as long as it imports."""
     if scheduler.config.http_api is None:
