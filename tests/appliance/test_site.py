@@ -278,9 +278,7 @@ def test_systemd_ends_an_agent_whose_event_loop_is_wedged(fleet: Path) -> None:
 
 
 def test_check_mode_on_the_converged_fleet_changes_nothing(fleet: Path, source: Path) -> None:
-    done = _playbook(
-        fleet, "--check", "-e", f"npudure_wheelhouse_project_dir={source}", "-e", ALL_AT_ONCE
-    )
+    done = _playbook(fleet, "--check", "-e", f"npudure_wheelhouse_project_dir={source}", "-e", ALL_AT_ONCE)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-6000:]
     recap = _recap(output)
