@@ -21,7 +21,7 @@ from npudure.bench.payloads import FrameSet
 from npudure.bench.results import write_json
 from npudure.bench.samples import Samples
 from npudure.faults.analysis import error_codes
-from npudure.faults.background import BackgroundLoad, StatusPoller
+from npudure.faults.background import BackgroundLoad, Poll, StatusPoller
 
 MAX_GAP_S = 0.5
 MODES = ("scheduler", "proxyless")
@@ -86,6 +86,10 @@ class OperationResult:
     action_s: float | None = None
     throughput_before: float | None = None
     throughput_during: float | None = None
+    # A board that joins in the action (``watch_board``): seconds from the action's end to the first
+    # status poll (~100 ms apart) in which the scheduler had served a request on it; negative when it
+    # served before the play ended; None when it never did in the window or none was watched.
+    board_served_s: float | None = None
     passed: bool = False
     why: list[str] = field(default_factory=list)
 
@@ -110,6 +114,15 @@ def longest_gap(samples: Samples, start: float, end: float) -> tuple[float, floa
     steps = np.diff(edges)
     i = int(np.argmax(steps))
     return float(steps[i]), float(edges[i])
+
+
+def first_served_s(polls: Sequence[Poll], board: str, after_s: float) -> float | None:
+    """The time (s since t0) of the first poll from ``after_s`` on in which the scheduler reports a
+    request served on ``board`` (its count starts at 0 when the board joins its set); None if none."""
+    for poll in polls:
+        if poll.t_s >= after_s and poll.served.get(board, 0) > 0:
+            return poll.t_s
+    return None
 
 
 def _rate(samples: Samples, start: float, end: float) -> float | None:
@@ -164,8 +177,10 @@ def run_operation(
     warmup_s: float = 1.0,
     modes: Sequence[str] = MODES,
     log: Log = print,
+    watch_board: str | None = None,
 ) -> list[OperationResult]:
-    """``action`` (e.g. a playbook run) under one closed loop per mode at ``concurrency`` each."""
+    """``action`` (e.g. a playbook run) under one closed loop per mode at ``concurrency`` each.
+    ``watch_board``: a board the action adds; each result says when it first served (board_served_s)."""
     t0 = time.perf_counter()
     stop = threading.Event()
     span = baseline_s + budget_s + tail_s
@@ -209,6 +224,9 @@ def run_operation(
         window = Window(warmup_s, start_s, end_s, result.window_end_s)
         result.samples.save(out_dir / f"samples-{mode}.npz")
         r = analyse_operation(scenario, mode, result.samples, window, action_error, stalls)
+        if watch_board is not None:
+            served_at = first_served_s(polls, watch_board, start_s)
+            r.board_served_s = None if served_at is None else served_at - end_s
         out.append(r)
         write_json(
             out_dir / f"{scenario}-{mode}.json",

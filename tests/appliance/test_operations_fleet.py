@@ -2,8 +2,9 @@
 load in both modes at once (one closed loop through the scheduler, one proxyless), judged by
 npudure.faults.operations: no failed request and no stretch of 0.5 s or more without a reply (less
 any part of it during which the load generator's own process was stalled: then it measured nothing).
-Reuses a lab that is up with the same shape (tests/helpers/lab_fleet.py). 20-40 minutes on the shared
-2-core box (the measured roll goes one board at a time):
+Also a scheduler restart (systemctl restart) under the same load, and a board leaving, the token
+rotated and the board back. Reuses a lab that is up with the same shape (tests/helpers/lab_fleet.py).
+~20 minutes on the shared 2-core box (the measured roll goes one board at a time):
     sudo .venv/bin/pytest -m lab tests/appliance/test_operations_fleet.py -s
 """
 
@@ -81,19 +82,14 @@ def _sched_pid(fleet) -> str:
     return fleet.lab.exec("sched", cmd, timeout=10).stdout.strip()
 
 
-def _playbook(fleet, name: str, extra: dict, log: Path) -> None:
+def _playbook(inventory: Path, name: str, extra: dict, log: Path, *args: str) -> None:
+    """ansible-playbook playbooks/NAME against ``inventory``; its output goes to ``log``."""
     import json
     import subprocess
 
     from npudure.faults import fleet as fleetmod
 
-    argv = [
-        str(fleetmod.BIN / "ansible-playbook"),
-        "-i",
-        str(fleet.lab.inventory_path),
-        "-e",
-        json.dumps(extra),
-    ]
+    argv = [str(fleetmod.BIN / "ansible-playbook"), "-i", str(inventory), "-e", json.dumps(extra), *args]
     done = subprocess.run(
         [*argv, str(fleetmod.ROOT / "playbooks" / name)],
         cwd=fleetmod.ROOT,
@@ -109,54 +105,153 @@ def _playbook(fleet, name: str, extra: dict, log: Path) -> None:
         )
 
 
-@pytest.mark.long
+def _assert_no_request_lost(results, central_gap_is_reported: bool = False) -> None:
+    """0 failed in both modes and no stretch of MAX_GAP_S without a reply. With
+    ``central_gap_is_reported`` the scheduler's own restart is in the window: central clients then wait
+    for it (waitForReady) and their gap is printed, not asserted (issue #16 keeps it open)."""
+    from npudure.faults.operations import MAX_GAP_S
+
+    assert {r.mode for r in results} == {"scheduler", "proxyless"}
+    for r in results:
+        assert r.requests > 50, r
+        assert r.failed == 0, (r.scenario, r.mode, r.error_codes)
+        gap = r.longest_gap_s - r.gap_stalled_s if r.longest_gap_s is not None else None
+        if central_gap_is_reported and r.mode == "scheduler":
+            print(f"{r.scenario} (central): longest stretch without a reply {r.longest_gap_s:.2f} s")
+            continue
+        assert gap is not None and gap < MAX_GAP_S, (r.scenario, r.mode, r.longest_gap_s, r.gap_at_s)
+        assert r.passed, (r.scenario, r.mode, r.why)
+
+
+@pytest.mark.timeout(600)
+def test_a_scheduler_restart_under_load_costs_no_request(fleet, tmp_path: Path) -> None:
+    """systemctl restart npudure-scheduler on the scheduler host: central clients (the harness's
+    waitForReady channel config, as the README's) wait it out, proxyless ones keep their boards."""
+    from npudure.bench.payloads import make_frame_set
+    from npudure.faults.operations import run_operation, table
+
+    before = _sched_pid(fleet)
+
+    def restart() -> None:
+        done = fleet.lab.exec("sched", ["systemctl", "restart", "npudure-scheduler"], timeout=120)
+        assert done.returncode == 0, done.stderr
+        ok, states = fleet.wait_all_up(60)  # the restarted scheduler has its boards back
+        assert ok, states
+
+    results = run_operation(
+        fleet.scheduler, "scheduler-restart", restart, make_frame_set("raw", 4, 0), 3, tmp_path, budget_s=180
+    )
+    print(table(results))
+    assert _sched_pid(fleet) != before, "the scheduler was not restarted"
+    _assert_no_request_lost(results, central_gap_is_reported=True)
+
+
+def _inventory_without(fleet, board: str, dest: Path) -> Path:
+    """The lab's inventory with ``board`` deleted, as the operator leaves it after remove-board.yml."""
+    import yaml
+
+    assert fleet.lab.inventory_path is not None
+    inventory = yaml.safe_load(fleet.lab.inventory_path.read_text())
+    del inventory["all"]["children"]["boards"]["hosts"][board]
+    dest.write_text(yaml.safe_dump(inventory))
+    return dest
+
+
+# ~7.5 min on the lab (444 s measured 2026-12-01, host load ~8): in CI, within the scenarios' budget.
 @pytest.mark.timeout(2400)
-def test_a_board_leaves_and_joins_the_live_fleet(fleet, tmp_path: Path) -> None:
-    """remove-board.yml, then site.yml brings it back: both under load, the scheduler never restarted."""
+def test_a_board_leaves_its_token_is_rotated_and_it_joins_again(fleet, tmp_path: Path) -> None:
+    """The decommission procedure of docs/operations.md, then the board back, each step under load:
+    remove-board.yml (the scheduler lets it go by a reload), rotate-token.yml start and finish on the
+    fleet without it (the token it held stops working), site.yml limited to it and the scheduler (it
+    joins by a reload; only it restarts). The scheduler restarts only for the token (its own)."""
     from npudure.bench.payloads import make_frame_set
     from npudure.faults import fleet as fleetmod
-    from npudure.faults.operations import MAX_GAP_S, run_operation, table
+    from npudure.faults.operations import run_operation, table
+    from npudure.security import access as security
 
     board = fleet.boards[-1]
-    sched_pid = _sched_pid(fleet)
+    inventory = fleet.lab.inventory_path
+    assert inventory is not None
     frames = make_frame_set("raw", 4, 0)
-    removed = run_operation(
-        fleet.scheduler,
+    sched_pid = _sched_pid(fleet)
+    others = {b: p for b, p in _main_pids(fleet).items() if b != board}
+
+    def step(scenario: str, action, **kw):
+        results = run_operation(fleet.scheduler, scenario, action, frames, 3, tmp_path, budget_s=900, **kw)
+        print(table(results))
+        return results
+
+    removed = step(
         "remove-board",
         lambda: _playbook(
-            fleet, "remove-board.yml", {"npudure_remove_board": board}, tmp_path / "remove.log"
+            inventory, "remove-board.yml", {"npudure_remove_board": board}, tmp_path / "remove.log"
         ),
-        frames,
-        3,
-        tmp_path,
-        budget_s=900,
     )
-    print(table(removed))
-    names = [b.name for b in fleet.status().boards]
-    assert board not in names, names
+    _assert_no_request_lost(removed)
+    assert board not in [b.name for b in fleet.status().boards]
     active = fleet.lab.exec(board, ["systemctl", "is-active", "npudure-agent"], timeout=10).stdout.strip()
     assert active != "active"
     assert not (fleet.lab.root(board) / "etc" / "npudure" / "admin-token").exists()
-    joined = run_operation(
-        fleet.scheduler,
+    assert _sched_pid(fleet) == sched_pid, "the scheduler restarted instead of reloading its board set"
+
+    # The rotation on the fleet without the board (its inventory; the fleet's secrets folder).
+    smaller = _inventory_without(fleet, board, tmp_path / "hosts.yml")
+    token_file = fleetmod.fleet_token(inventory)
+    assert token_file is not None
+    old = security.read_tokens(str(token_file))
+    assert len(old) == 1, "a rotation is half-way on this lab"
+    rotation = {
+        **fleetmod.DEFAULT_OVERRIDES,
+        "npudure_serial": 1,
+        "npudure_secrets_dir": str(token_file.parent),
+    }
+    source = tmp_path / "src"
+    source.mkdir()
+    rotation["npudure_wheelhouse_project_dir"] = str(fleetmod.frozen_source(source))
+    phases = []
+    for phase in ("start", "finish"):
+        phases += step(
+            f"token-rotation {phase}",
+            lambda phase=phase: _playbook(
+                smaller,
+                "rotate-token.yml",
+                {**rotation, "npudure_token_rotation": phase},
+                tmp_path / f"rotate-{phase}.log",
+            ),
+        )
+        if phase == "start":
+            assert security.read_tokens(str(token_file))[1:] == old
+    _assert_no_request_lost(phases, central_gap_is_reported=True)
+    new = security.read_tokens(str(token_file))
+    assert len(new) == 1 and new != old
+    for b in others:
+        on_board = (fleet.lab.root(b) / "etc" / "npudure" / "admin-token").read_text().split()
+        assert on_board == new, f"{b} does not hold only the new token"
+    after = _main_pids(fleet)
+    assert all(after[b] != others[b] for b in others), (others, after)  # each agent took the new token
+
+    # The board back: site.yml on it and the scheduler alone.
+    sched_pid = _sched_pid(fleet)
+    joined = step(
         "add-board",
-        lambda: fleetmod.provision(
-            fleet.lab.inventory_path, fleetmod.DEFAULT_OVERRIDES, log_file=tmp_path / "add.log"
+        lambda: _playbook(
+            inventory,
+            "site.yml",
+            {**rotation},
+            tmp_path / "add.log",
+            "--limit",
+            f"{board},{fleetmod.SCHEDULER_HOST}",
         ),
-        frames,
-        3,
-        tmp_path,
-        budget_s=1200,
+        watch_board=board,
     )
-    print(table(joined))
+    _assert_no_request_lost(joined)
     ok, states = fleet.wait_all_up(30)
     assert ok, states  # every board, the returning one too, UP
     assert _sched_pid(fleet) == sched_pid, "the scheduler restarted instead of reloading its board set"
-    for r in removed + joined:
-        assert r.failed == 0, (r.scenario, r.mode, r.error_codes)
-        assert r.longest_gap_s is not None and r.longest_gap_s - r.gap_stalled_s < MAX_GAP_S, (
-            r.scenario,
-            r.mode,
-            r.longest_gap_s,
-        )
-        assert r.passed, (r.scenario, r.mode, r.why)
+    assert {b: p for b, p in _main_pids(fleet).items() if b != board} == {b: after[b] for b in others}
+    served = [r.board_served_s for r in joined]
+    assert all(s is not None for s in served), f"{board} served nothing through the scheduler"
+    print(
+        f"an added board serves within {max(served):.1f} s of its play's end "
+        f"({board}; 0.1 s status polls; negative: it served before the play ended)"
+    )

@@ -58,6 +58,10 @@ def tls_fleet(fleet: Path, source: Path, ca_dir: Path) -> Iterator[dict]:
         # Boards at a pace this 2-core host can carry with TLS on every frame: at full speed they
         # fall behind their model and the harness rightly marks the run invalid (emulation_lag).
         "npudure_agent_sim_time_scale": 10.0,
+        # Every board in one batch (see test_site.ALL_AT_ONCE): switching TLS on and off restarts every
+        # agent, and one board at a time made each switch ~3x longer; the roll is tested under load in
+        # test_operations_fleet.py.
+        "npudure_serial": "100%",
     }
     yield {"inventory": fleet, "extra": extra}
     # Leave a reused lab as the other tests expect it: plaintext.

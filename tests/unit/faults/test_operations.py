@@ -73,3 +73,20 @@ def test_a_gap_while_the_load_generator_itself_stalled_is_shown_but_not_the_flee
     partly = analyse_operation("rolling-change", "scheduler", samples(rows), window, stalls=[(6.0, 0.3)])
     assert not partly.passed and partly.gap_stalled_s == pytest.approx(0.3, abs=0.01)
     assert stalled_during([(1.0, 1.0), (5.0, 2.0)], 1.5, 4.0) == pytest.approx(1.0)
+
+
+def test_an_added_board_serves_at_the_first_poll_that_counts_a_request_on_it() -> None:
+    from npudure.faults.background import Poll
+    from npudure.faults.operations import first_served_s
+
+    up = {"board1": "UP"}
+    polls = [
+        Poll(0.5, up, {"board1": 10}),
+        Poll(1.5, {**up, "board3": "DOWN"}, {"board1": 20, "board3": 0}),
+        Poll(1.6, None, {}, "UNAVAILABLE"),  # the scheduler did not answer
+        Poll(1.7, {**up, "board3": "UP"}, {"board1": 30, "board3": 2}),
+    ]
+    assert first_served_s(polls, "board3", 1.0) == 1.7
+    assert first_served_s(polls, "board3", 1.8) is None  # nothing polled after
+    assert first_served_s(polls, "board9", 0.0) is None  # never in the set
+    assert first_served_s(polls, "board1", 1.0) == 1.5  # a board serving before: from after_s on
