@@ -16,6 +16,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from helpers.lab_fleet import provisioned_fleet
 
 from npudure.bench.samples import from_raw
 from npudure.faults.analysis import (
@@ -169,32 +170,8 @@ def test_soak_verdict_bounds() -> None:
 
 @pytest.fixture(scope="module")
 def fleet() -> Iterator:
-    from npudure.faults import fleet as fleetmod
-
-    reason = fleetmod.unavailable_reason()
-    if reason:
-        pytest.skip(reason)
-    from npudure.lab import Lab, network
-
-    if not Lab().is_up and network.link_exists(network.BRIDGE):
-        pytest.skip(f"another lab is up ({network.BRIDGE} exists) with a different state dir")
-    try:
-        lab, owned = fleetmod.ensure_lab(3)
-    except fleetmod.FaultsError as exc:  # a lab of another shape is up, or it cannot boot here
-        pytest.skip(str(exc))
-    fl = None
-    try:
-        assert lab.inventory_path is not None
-        fleetmod.provision(lab.inventory_path, fleetmod.DEFAULT_OVERRIDES)
-        fl = fleetmod.Fleet(lab, owned)
-        ok, states = fl.wait_all_up(90)
-        assert ok, f"boards not UP after provisioning: {states}"
+    with provisioned_fleet(3) as fl:  # shared with the operator scenarios (a lab that is up is reused)
         yield fl
-    finally:
-        if fl is not None:
-            fl.close()
-        if owned:
-            lab.down(log=lambda _m: None)
 
 
 @pytest.mark.lab
