@@ -28,7 +28,7 @@ def monitor(limit: float | None) -> tuple[Board, BoardMonitor, FakeNode]:
     config = SchedulerConfig(boards=[{"name": "b1", "address": "127.0.0.1:1"}], thermal_limit_c=limit)
     board = Board(0, "b1", "127.0.0.1:1", 8)
     mon = BoardMonitor.__new__(BoardMonitor)
-    mon.board, mon.config, mon._on_change = board, config, lambda: None
+    mon.board, mon.config, mon._on_change, mon._on_status = board, config, lambda: None, None
     fake = FakeNode()
     mon._node = fake
     return board, mon, fake
