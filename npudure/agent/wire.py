@@ -19,6 +19,8 @@ from npudure.proto import inference_pb2 as pb
 
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
 _ID, _ENCODING, _FRAME = 1, 2, 3
+# The wire type of each known field; a known field sent with another one is left to protobuf.
+_WIRE_TYPE = {_ID: _LEN, _ENCODING: _VARINT, _FRAME: _LEN}
 
 
 class Request(NamedTuple):
@@ -62,6 +64,8 @@ def parse(data: bytes) -> Request:
         number, kind = key >> 3, key & 7
         if number == 0:
             raise DecodeError("field number 0")
+        if _WIRE_TYPE.get(number, kind) != kind:
+            return _protobuf(data)
         if kind == _VARINT:
             value, pos = _varint(data, pos)
             if number == _ENCODING:
@@ -83,10 +87,6 @@ def parse(data: bytes) -> Request:
             if pos > end:
                 raise DecodeError("truncated fixed-width field")
         else:  # groups and invalid wire types: protobuf's own reading decides
-            return _protobuf(data)
-        if (number == _ID and kind != _LEN) or (number in (_ENCODING,) and kind != _VARINT):
-            return _protobuf(data)  # a known field with another wire type: leave it to protobuf
-        if number == _FRAME and kind != _LEN:
             return _protobuf(data)
     if encoding != pb.ENCODING_RAW_RGB:
         frame = bytes(frame)  # small; Pillow and the JPEG budget read plain bytes
