@@ -33,8 +33,7 @@ if TYPE_CHECKING:  # imported at run time only when configured (see _start_http_
 
 log = logging.getLogger(__name__)
 
-INFERENCE, CLUSTER = contract.INFERENCE, contract.CLUSTER
-SERVICE_NAMES = (INFERENCE, CLUSTER, health.SERVICE_NAME, reflection.SERVICE_NAME)
+SERVICE_NAMES = (contract.INFERENCE, contract.CLUSTER, health.SERVICE_NAME, reflection.SERVICE_NAME)
 
 
 class StartupError(Exception):
@@ -115,7 +114,7 @@ class Scheduler(rpc.ClusterServicer):
     def inference_handler(self) -> grpc.GenericRpcHandler:
         # No deserializer: the 1.2 MB frame is forwarded as received, never parsed here.
         return grpc.method_handlers_generic_handler(
-            INFERENCE, {"Infer": grpc.unary_unary_rpc_method_handler(self.infer)}
+            contract.INFERENCE, {"Infer": grpc.unary_unary_rpc_method_handler(self.infer)}
         )
 
     # ------------------------------------------------------------------ admin
@@ -343,7 +342,7 @@ async def serve(
         raise
     connections = asyncio.create_task(grpc_limits.watch_connections(port, config.limits))
     scheduler.metrics.serve(config.listen, config.metrics_port, config.metrics_listen, config.tls)
-    for name in ("", INFERENCE):
+    for name in ("", contract.INFERENCE):
         await scheduler.health.set(name, health_pb2.HealthCheckResponse.SERVING)
     log.info(
         "scheduler serving on %s: %d boards, policy %s, %d connection(s) per board",
