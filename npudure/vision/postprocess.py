@@ -33,9 +33,9 @@ if TYPE_CHECKING:
 Layout = Literal["zoo", "split", "concat"]
 LAYOUTS: tuple[Layout, ...] = ("zoo", "split", "concat")
 REG_MAX = 16
-MAX_NMS_CANDIDATES = 30000
+MAX_NMS_CANDIDATES = 30000  # like ultralytics: beyond this the frame is noise, keep the best
 # Up to this many candidates NMS computes their IoU matrix at once (256² float64: 0.5 MB).
-NMS_MATRIX_MAX = 256  # like ultralytics: beyond this the frame is noise, keep the best
+NMS_MATRIX_MAX = 256
 _EMPTY = np.zeros((0, 6), dtype=np.float32)
 
 
