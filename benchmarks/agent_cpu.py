@@ -44,6 +44,7 @@ import grpc
 
 from npudure.agent.cpu_account import STAGES, THREADS
 from npudure.bench.cpu import process_cpu_s
+from npudure.bench.fmt import f, text_table
 from npudure.lab.local import free_port, wait_serving
 from npudure.proto import inference_pb2 as pb
 from npudure.service.runtime import MALLOC_TUNING
@@ -312,44 +313,42 @@ def report(result: dict[str, Any]) -> list[str]:
         + f"; python {c['python']}, grpcio {c['grpcio']}, numpy {c['numpy']}, Pillow {c['pillow']}; "
         f"backend {c['backend']}; client {c['client']}",
         "",
-        f"{'path':<16}{'CPU-ms/frame':>13}{'× floor':>9}{'loop thread':>13}{'in stages':>11}{'other':>8}",
     ]
+    rows = []
     for name in PATHS:
         p = paths.get(name)
         if not p:
             continue
         cpu = p["process_cpu_ms_per_frame"]
-        lines.append(
-            f"{name:<16}{cpu:>13.3f}{cpu / floor:>8.2f}×"
-            + (
-                f"{p['loop_thread_cpu_ms_per_frame']:>13.3f}"
-                if "loop_thread_cpu_ms_per_frame" in p
-                else f"{'–':>13}"
-            )
-            + (
-                f"{p['stages_sum_ms']:>11.3f}{p['other_ms']:>8.3f}"
-                if "stages_sum_ms" in p
-                else f"{'–':>11}{'–':>8}"
-            )
+        rows.append(
+            [
+                name,
+                f(cpu, ".3f"),
+                f(cpu / floor, ".2f", "×"),
+                f(p.get("loop_thread_cpu_ms_per_frame"), ".3f"),
+                f(p.get("stages_sum_ms"), ".3f"),
+                f(p.get("other_ms"), ".3f"),
+            ]
         )
+    lines += text_table(
+        ["path", "CPU-ms/frame", "× floor", "loop thread", "in stages", "other"], rows, align="lr"
+    )
     lines += [
         "",
         "per-stage thread CPU, ms per frame (loop = event-loop thread, GIL-serialized; "
         "worker = decode/NPU threads):",
     ]
-    header = f"{'stage':<14}" + "".join(
-        f"{name[6:] + ' ' + t:>15}" for name in PATHS[1:] if name in paths for t in THREADS
-    )
-    lines.append(header)
+    measured = [name for name in PATHS[1:] if name in paths]
+    rows = []
     for stage in STAGES:
         cells = []
-        for name in PATHS[1:]:
-            if name not in paths:
-                continue
+        for name in measured:
             st = paths[name].get("stage_cpu_ms_per_frame", {})
             cells += [st.get(f"{stage}/{t}", 0.0) for t in THREADS]
         if any(cells):
-            lines.append(f"{stage:<14}" + "".join(f"{v:>15.4f}" for v in cells))
+            rows.append([stage, *(f(v, ".4f") for v in cells)])
+    header = ["stage", *(f"{name[6:]} {t}" for name in measured for t in THREADS)]
+    lines += text_table(header, rows, align="lr")
     d = result.get("decode")
     if d:
         lines += [

@@ -22,6 +22,7 @@ import time
 
 from PIL import Image
 
+from npudure.bench.fmt import text_table
 from npudure.model import photos
 from npudure.proto import inference_pb2 as pb
 from npudure.vision.frames import decode_for_model
@@ -58,17 +59,19 @@ def main() -> int:
         f"({os.cpu_count()} CPUs, shared with whatever else runs), Python {platform.python_version()}, "
         f"Pillow {Image.__version__}; {seconds:g} s per case"
     )
-    print(f"{'source':>10} {'kind':>5} {'bytes':>9} {'model':>6} {'p50 ms':>8} {'p90 ms':>8} {'n':>5}")
+    rows = []
     for kind, encoding in (("JPEG", pb.ENCODING_JPEG), ("PNG", pb.ENCODING_PNG)):
         for w, h in SOURCES:
             data = encoded(w, h, kind)
             for size in (640, 320):
                 t = sorted(measure(data, encoding, size, seconds))
                 p50, p90 = statistics.median(t), t[int(0.9 * (len(t) - 1))]
-                print(
-                    f"{w}x{h:<5} {kind:>5} {len(data):>9,} {size:>6} "
-                    f"{p50 * 1e3:>8.2f} {p90 * 1e3:>8.2f} {len(t):>5}"
+                rows.append(
+                    [f"{w}x{h}", kind, f"{len(data):,}", size, f"{p50 * 1e3:.2f}", f"{p90 * 1e3:.2f}", len(t)]
                 )
+    print(
+        "\n".join(text_table(["source", "kind", "bytes", "model", "p50 ms", "p90 ms", "n"], rows, align="lr"))
+    )
     return 0
 
 

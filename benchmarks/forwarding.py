@@ -51,6 +51,7 @@ from typing import Any
 
 import numpy as np
 
+from npudure.bench import fmt as bench_fmt
 from npudure.bench.cpu import host_cpu_busy_s, process_cpu_s
 from npudure.lab.local import free_port
 from npudure.proto import contract
@@ -766,19 +767,13 @@ def verdicts(summary: dict[str, Any]) -> dict[str, Any]:
 
 # ====================================================================== printing
 def fmt(value: Any, spec: str = ".2f") -> str:
-    return "—" if value is None else f"{value:{spec}}"
+    """The package's number format (npudure.bench.fmt), with this report's two decimals by default."""
+    return bench_fmt.f(value, spec)
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:
-    """Left-aligned first column, the others right-aligned, each as wide as its widest cell."""
-    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows, strict=True)]
-
-    def line(cells: Sequence[str]) -> str:
-        first = f"{cells[0]:<{widths[0]}}"
-        rest = [f"{c:>{w}}" for c, w in zip(cells[1:], widths[1:], strict=True)]
-        return indent + "  ".join([first, *rest])
-
-    return [line(headers), *(line(r) for r in rows)]
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """The path or field name left, its figures right-aligned under their headers."""
+    return bench_fmt.text_table(headers, rows, align="lr", indent="  ")
 
 
 def report(conditions: dict, summary: dict, routing: list[dict], targets: list[str], nginx_note: str) -> str:

@@ -34,6 +34,7 @@ from typing import Any
 import grpc
 import numpy as np
 
+from npudure.bench.fmt import text_table
 from npudure.client.proxyless import channel_options, fetch_route
 from npudure.lab.local import LocalCluster
 from npudure.proto import contract
@@ -179,16 +180,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         + ", ".join(f"{n} {v:.1f}" for n, v in results["alone"].items())
         + f" req/s; sum {summed:.1f}"
     )
-    print(f"\n  {'mode':10s} {'policy':21s} {'req/s':>7s} {'of sum':>7s}  {'per board (last rep)':s}")
+    rows = []
     for mode, policy in modes:
         runs = [r for r in results["runs"] if r["mode"] == mode and r["policy"] == policy]
         rate = float(np.median([r["req_per_s"] for r in runs]))
         errors = sum(sum(r["errors"].values()) for r in runs)
         per_board = ", ".join(f"{n} {c}" for n, c in sorted(runs[-1]["nodes"].items()))
-        print(
-            f"  {mode:10s} {policy:21s} {rate:7.1f} {rate / summed:7.0%}  {per_board}"
-            + (f"  ERRORS {errors}" if errors else "")
+        rows.append(
+            [
+                mode,
+                policy,
+                f"{rate:.1f}",
+                f"{rate / summed:.0%}",
+                per_board + (f"  ERRORS {errors}" if errors else ""),
+            ]
         )
+    # Left-aligned names, right-aligned figures; the per-board counts (free text) last.
+    table = text_table(
+        ["mode", "policy", "req/s", "of sum", "per board (last rep)"], rows, align="llrrl", indent="  "
+    )
+    print("\n" + "\n".join(table))
     print("  req/s: median of repetitions; of sum: / the summed capacities measured alone.")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -22,9 +22,41 @@ def pct(value: float | None) -> str:
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A Markdown table (the report): cells as they are, no padding."""
     out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return "\n".join(out)
+
+
+def text_table(
+    header: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    sep: str = "  ",
+    rule: bool = False,
+    align: str = "l",
+    indent: str = "",
+    min_widths: Sequence[int] = (),
+) -> list[str]:
+    """A table for the terminal, as lines: each column as wide as its widest cell (or ``min_widths``).
+
+    ``align`` has a letter a column, ``l`` or ``r`` (figures line up on their last digit); the last letter
+    holds for the columns after it, so ``"lr"`` is a name and its figures. ``rule`` puts a line of dashes
+    under the header, crossed where ``sep`` has a ``|``. Trailing spaces go.
+    """
+    cells = [[str(c) for c in header], *([str(c) for c in row] for row in rows)]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    widths = [max(w, m) for w, m in zip(widths, [*min_widths, *[0] * len(widths)], strict=False)]
+    sides = [align[min(i, len(align) - 1)] for i in range(len(widths))]
+
+    def line(row: Sequence[str]) -> str:
+        padded = [c.rjust(w) if a == "r" else c.ljust(w) for c, w, a in zip(row, widths, sides, strict=True)]
+        return (indent + sep.join(padded)).rstrip()
+
+    out = [line(r) for r in cells]
+    if rule:
+        out.insert(1, indent + sep.replace(" ", "-").replace("|", "+").join("-" * w for w in widths))
+    return out
 
 
 def valid_runs(g: dict[str, Any]) -> str:

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 import grpc
 import numpy as np
 
+from npudure.bench.fmt import text_table
 from npudure.bench.samples import Samples
 from npudure.faults.background import Poll
 
@@ -238,9 +239,12 @@ def row_cells(r: FaultResult) -> list[str]:
 
 
 def table(results: Sequence[FaultResult]) -> str:
-    rows = [[name for name, _ in COLUMNS], *(row_cells(r) for r in results)]
-    widths = [max(w, *(len(row[i]) for row in rows)) for i, (_, w) in enumerate(COLUMNS)]
-    lines = [" | ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
-    lines.insert(1, "-+-".join("-" * w for w in widths))
+    lines = text_table(
+        [name for name, _ in COLUMNS],
+        [row_cells(r) for r in results],
+        sep=" | ",
+        rule=True,
+        min_widths=[w for _, w in COLUMNS],
+    )
     notes = [f"  {r.fault} on {r.board}: {why}" for r in results for why in r.why]
     return "\n".join(lines + (["", "Failures:", *notes] if notes else []))

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from npudure.bench.fmt import text_table
 from npudure.bench.payloads import FrameSet
 from npudure.bench.results import write_json
 from npudure.bench.samples import Samples
@@ -268,8 +269,6 @@ def table(results: Sequence[OperationResult]) -> str:
         ]
         for r in results
     ]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
-    lines = [" | ".join(c.ljust(widths[i]) for i, c in enumerate(row)).rstrip() for row in rows]
-    lines.insert(1, "-+-".join("-" * w for w in widths))
+    lines = text_table(rows[0], rows[1:], sep=" | ", rule=True)
     notes = [f"  {r.scenario} ({r.mode}): {why}" for r in results for why in r.why]
     return "\n".join(lines + (["", "Failures:", *notes] if notes else []))

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import grpc
 
+from npudure.bench.fmt import text_table
 from npudure.bench.payloads import FrameSet
 from npudure.bench.results import write_csv, write_json
 from npudure.faults.analysis import error_codes
@@ -198,10 +199,7 @@ def table(verdicts: Sequence[ProcVerdict]) -> str:
                 "PASS" if v.passed else "FAIL",
             ]
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    lines = [" | ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in rows]
-    lines.insert(1, "-+-".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return "\n".join(text_table(rows[0], rows[1:], sep=" | ", rule=True))
 
 
 @dataclass

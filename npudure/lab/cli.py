@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from npudure.bench.fmt import text_table
 from npudure.lab.host import LabError
 
 
@@ -131,9 +132,7 @@ def _status(lab) -> int:
         rows.append(
             (s.name, s.address, s.role, str(s.nspawn_pid or "-"), s.systemd, "ok" if s.ssh_ok else "no")
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    print("\n".join(text_table(rows[0], rows[1:])))
     if lab.inventory_path:
         print(f"inventory: {lab.inventory_path}")
     return 0 if all(s.ssh_ok for s in statuses) else 1

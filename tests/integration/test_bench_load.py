@@ -81,22 +81,19 @@ def frames() -> FrameSet:
     return make_frame_set("raw", count=2, seed=1)
 
 
-def _run(coro: Awaitable[T]) -> T:
-    return asyncio.run(asyncio.wait_for(coro, timeout=60))
-
-
 async def _with_target(address: str, fn: Callable[[Target], Awaitable[T]]) -> T:
     target = Target(address, connections=2)
-    await target.open()
-    try:
-        return await fn(target)
-    finally:
-        await target.close()
+    async with asyncio.timeout(60):  # a generator that never finishes fails the test, not hangs it
+        await target.open()
+        try:
+            return await fn(target)
+        finally:
+            await target.close()
 
 
-def _closed_loop(address: str, frames: FrameSet, **kwargs: Any) -> LoadResult:
+async def _closed_loop(address: str, frames: FrameSet, **kwargs: Any) -> LoadResult:
     """closed_loop(**kwargs) of ``frames`` against ``address``, run to the end."""
-    return _run(_with_target(address, lambda t: closed_loop(t, frames.requests, **kwargs)))
+    return await _with_target(address, lambda t: closed_loop(t, frames.requests, **kwargs))
 
 
 def test_frames_are_serialized_requests_of_the_right_size(frames: FrameSet) -> None:
@@ -133,8 +130,10 @@ def _empty(tmp_path: Path) -> Path:
     return d
 
 
-def test_closed_loop_keeps_exactly_c_requests_outstanding(dummy: DummyTarget, frames: FrameSet) -> None:
-    result = _closed_loop(dummy.address, frames, concurrency=5, warmup_s=0.2, duration_s=0.8, min_samples=10)
+async def test_closed_loop_keeps_exactly_c_requests_outstanding(dummy: DummyTarget, frames: FrameSet) -> None:
+    result = await _closed_loop(
+        dummy.address, frames, concurrency=5, warmup_s=0.2, duration_s=0.8, min_samples=10
+    )
     assert dummy.max_in_flight == 5
     s = result.samples
     assert len(s) == dummy.calls
@@ -149,18 +148,20 @@ def test_closed_loop_keeps_exactly_c_requests_outstanding(dummy: DummyTarget, fr
     assert s.ok.all()
 
 
-def test_closed_loop_extends_the_window_until_min_samples(dummy: DummyTarget, frames: FrameSet) -> None:
-    result = _closed_loop(dummy.address, frames, concurrency=1, warmup_s=0.0, duration_s=0.1, min_samples=30)
+async def test_closed_loop_extends_the_window_until_min_samples(dummy: DummyTarget, frames: FrameSet) -> None:
+    result = await _closed_loop(
+        dummy.address, frames, concurrency=1, warmup_s=0.0, duration_s=0.1, min_samples=30
+    )
     s = result.samples
     ok_measured = (s.measured(result.window_start_s, result.window_end_s) & s.ok).sum()
     assert ok_measured >= 30
 
 
-def test_closed_loop_records_errors_with_their_code(frames: FrameSet) -> None:
+async def test_closed_loop_records_errors_with_their_code(frames: FrameSet) -> None:
     flaky = DummyTarget(delay_s=0.005, fail_every=4)
     flaky.server.start()
     try:
-        result = _closed_loop(
+        result = await _closed_loop(
             flaky.address, frames, concurrency=2, warmup_s=0.0, duration_s=0.5, min_samples=5
         )
     finally:
@@ -173,15 +174,13 @@ def test_closed_loop_records_errors_with_their_code(frames: FrameSet) -> None:
     assert any("dummy failure" in k for k in result.error_messages)
 
 
-def test_open_loop_sends_on_schedule_and_measures_from_the_intended_time(
+async def test_open_loop_sends_on_schedule_and_measures_from_the_intended_time(
     dummy: DummyTarget, frames: FrameSet
 ) -> None:
     rate, warmup, duration = 100.0, 0.2, 1.0
-    result = _run(
-        _with_target(
-            dummy.address,
-            lambda t: open_loop(t, frames.requests, rate, warmup, duration, arrival="constant", seed=0),
-        )
+    result = await _with_target(
+        dummy.address,
+        lambda t: open_loop(t, frames.requests, rate, warmup, duration, arrival="constant", seed=0),
     )
     s = result.samples
     order = np.argsort(s.intended_s)
@@ -202,18 +201,14 @@ def test_open_loop_sends_on_schedule_and_measures_from_the_intended_time(
     assert result.schedule["scheduled_in_window"] == round(rate * duration)
 
 
-def test_open_loop_flags_a_generator_that_cannot_keep_up(frames: FrameSet) -> None:
+async def test_open_loop_flags_a_generator_that_cannot_keep_up(frames: FrameSet) -> None:
     slow = DummyTarget(delay_s=0.05)
     slow.server.start()
     try:
         # One request may be outstanding, each takes 50 ms: 100/s cannot be offered.
-        result = _run(
-            _with_target(
-                slow.address,
-                lambda t: open_loop(
-                    t, frames.requests, 100.0, 0.0, 0.6, arrival="constant", max_outstanding=1
-                ),
-            )
+        result = await _with_target(
+            slow.address,
+            lambda t: open_loop(t, frames.requests, 100.0, 0.0, 0.6, arrival="constant", max_outstanding=1),
         )
     finally:
         slow.server.stop(grace=None)
@@ -225,17 +220,18 @@ def test_open_loop_flags_a_generator_that_cannot_keep_up(frames: FrameSet) -> No
     assert result.samples.latency_ms.max() > 200
 
 
-def test_target_that_does_not_answer_is_named() -> None:
-    async def go() -> None:
-        target = Target("127.0.0.1:9", connections=1)  # discard port: nothing listens
+async def test_target_that_does_not_answer_is_named() -> None:
+    target = Target("127.0.0.1:9", connections=1)  # discard port: nothing listens
+    with pytest.raises(ConnectionError, match=r"cannot connect to 127\.0\.0\.1:9"):
         await target.open(ready_timeout_s=0.5)
 
-    with pytest.raises(ConnectionError, match=r"cannot connect to 127\.0\.0\.1:9"):
-        _run(go())
 
-
-def test_samples_survive_a_save_load_round_trip(dummy: DummyTarget, frames: FrameSet, tmp_path: Path) -> None:
-    result = _closed_loop(dummy.address, frames, concurrency=2, warmup_s=0.0, duration_s=0.2, min_samples=5)
+async def test_samples_survive_a_save_load_round_trip(
+    dummy: DummyTarget, frames: FrameSet, tmp_path: Path
+) -> None:
+    result = await _closed_loop(
+        dummy.address, frames, concurrency=2, warmup_s=0.0, duration_s=0.2, min_samples=5
+    )
     path = tmp_path / "samples.npz"
     result.samples.save(path)
     back = Samples.load(path)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import urllib.request
 
 import pytest
@@ -34,30 +33,30 @@ def monitor(limit: float | None) -> tuple[Board, BoardMonitor, FakeNode]:
     return board, mon, fake
 
 
-def poll(mon: BoardMonitor, fake: FakeNode, *temps: float | None) -> None:
+async def poll(mon: BoardMonitor, fake: FakeNode, *temps: float | None) -> None:
     fake.temps = list(temps)
-    asyncio.run(mon.poll_status())
+    await mon.poll_status()
 
 
-def test_hot_board_is_excluded_and_returns_with_hysteresis() -> None:
+async def test_hot_board_is_excluded_and_returns_with_hysteresis() -> None:
     board, mon, fake = monitor(limit=85.0)
-    poll(mon, fake, 70.0, 84.9)
+    await poll(mon, fake, 70.0, 84.9)
     assert not board.hot and board.eligible
-    poll(mon, fake, 86.8, 60.0)
+    await poll(mon, fake, 86.8, 60.0)
     assert board.hot and not board.eligible and board.state == pb.BOARD_STATE_HOT
-    poll(mon, fake, 82.0)  # under the limit but within 5 degrees: stays out (no flapping)
+    await poll(mon, fake, 82.0)  # under the limit but within 5 degrees: stays out (no flapping)
     assert board.hot
-    poll(mon, fake, 79.0)
+    await poll(mon, fake, 79.0)
     assert not board.hot and board.eligible
     assert board.parallelism == 2
 
 
-def test_absent_sensors_never_exclude_a_board() -> None:
+async def test_absent_sensors_never_exclude_a_board() -> None:
     board, mon, fake = monitor(limit=85.0)
-    poll(mon, fake, None, None)
+    await poll(mon, fake, None, None)
     assert not board.hot
     board, mon, fake = monitor(limit=None)
-    poll(mon, fake, 120.0)
+    await poll(mon, fake, 120.0)
     assert not board.hot
 
 

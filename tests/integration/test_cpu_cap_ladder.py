@@ -170,11 +170,11 @@ def _config(root: Path, **extra: object) -> AgentConfig:
     )
 
 
-def test_set_cpu_cap_runs_the_ladder_on_a_real_board(tmp_path: Path) -> None:
+async def test_set_cpu_cap_runs_the_ladder_on_a_real_board(tmp_path: Path) -> None:
     root = make_tree(tmp_path, "rk3588")
     (root / "firmware/devicetree/base").mkdir(parents=True)
     (root / "firmware/devicetree/base/compatible").write_bytes(b"radxa,rock-5b\0rockchip,rk3588\0")
-    replies = asyncio.run(_ladder_over_grpc(_config(root), _RealBoard()))
+    replies = await _ladder_over_grpc(_config(root), _RealBoard())
     statuses = replies[: len(LADDER_MHZ) + 1]
     assert all(isinstance(s, pb.NodeStatus) for s in statuses), replies
     assert [s.cpu_cap_mhz for s in statuses] == [*LADDER_MHZ, 0]  # type: ignore[union-attr]
@@ -185,10 +185,10 @@ def test_set_cpu_cap_runs_the_ladder_on_a_real_board(tmp_path: Path) -> None:
     assert isinstance(replies[-1], str) and replies[-1].startswith("FAILED_PRECONDITION: cannot cap")
 
 
-def test_an_emulated_board_models_the_cap_and_leaves_sysfs_alone(tmp_path: Path) -> None:
+async def test_an_emulated_board_models_the_cap_and_leaves_sysfs_alone(tmp_path: Path) -> None:
     root = make_tree(tmp_path, "rk3576")
     sim = SimBackend(1, SimConfig())
-    replies = asyncio.run(_ladder_over_grpc(_config(root), sim))
+    replies = await _ladder_over_grpc(_config(root), sim)
     assert [r.cpu_cap_mhz for r in replies[: len(LADDER_MHZ) + 1]] == [*LADDER_MHZ, 0]  # type: ignore[union-attr]
     assert caps_khz(root) == expected_khz("rk3576", None)
     assert isinstance(cpucap.choose(sim, root), cpucap.EmulatedCpuCap)

@@ -289,21 +289,17 @@ def test_api_key_is_enforced_when_set(small: LocalCluster) -> None:
     assert right.status_code == 200 and right.json()["success"] is True
 
 
-def test_a_full_cluster_answers_503_with_retry_after(small: LocalCluster) -> None:
+async def test_a_full_cluster_answers_503_with_retry_after(small: LocalCluster) -> None:
     image = jpeg(synthetic_frame(1, 320))
+    async with aiohttp.ClientSession() as session:
 
-    async def burst(n: int) -> list[tuple[int, str | None, dict]]:
-        async with aiohttp.ClientSession() as session:
+        async def one() -> tuple[int, str | None, dict]:
+            form = aiohttp.FormData({"api_key": API_KEY})
+            form.add_field("image", image, filename="frame.jpg", content_type="image/jpeg")
+            async with session.post(small.http_url, data=form, timeout=aiohttp.ClientTimeout(10)) as r:
+                return r.status, r.headers.get("Retry-After"), await r.json()
 
-            async def one() -> tuple[int, str | None, dict]:
-                form = aiohttp.FormData({"api_key": API_KEY})
-                form.add_field("image", image, filename="frame.jpg", content_type="image/jpeg")
-                async with session.post(small.http_url, data=form, timeout=aiohttp.ClientTimeout(10)) as r:
-                    return r.status, r.headers.get("Retry-After"), await r.json()
-
-            return await asyncio.gather(*(one() for _ in range(n)))
-
-    answers = asyncio.run(burst(6))
+        answers = await asyncio.gather(*(one() for _ in range(6)))
     statuses = sorted(a[0] for a in answers)
     assert statuses.count(200) >= 1 and statuses.count(503) >= 3, answers
     for status, retry_after, body in answers:

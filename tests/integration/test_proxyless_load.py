@@ -52,7 +52,7 @@ class Run:
     route_changes: int = 0
 
 
-def run_load(
+async def run_load(
     cluster: LocalCluster,
     duration_s: float,
     concurrency: int = 10,
@@ -65,38 +65,35 @@ def run_load(
     ).SerializeToString()
     run = Run()
 
-    async def main() -> None:
-        target = ProxylessTarget(cluster.address)
-        await target.open()
-        try:
-            await asyncio.sleep(0)
-            stop = time.monotonic() + warmup_s + duration_s
-            start = time.monotonic() + warmup_s
+    target = ProxylessTarget(cluster.address)
+    await target.open()
+    try:
+        await asyncio.sleep(0)
+        stop = time.monotonic() + warmup_s + duration_s
+        start = time.monotonic() + warmup_s
 
-            async def worker() -> None:
-                while time.monotonic() < stop:
-                    sent = time.monotonic()
-                    try:
-                        reply = await target.infer(payload, 15.0)
-                    except grpc.aio.AioRpcError as exc:
-                        run.failures[f"{exc.code().name}: {exc.details()}"] += 1
-                        continue
-                    if sent >= start:
-                        node = pb.InferResponse.FromString(reply).node
-                        run.nodes[node] += 1
-                        run.sent.append((sent - start, node))
+        async def worker() -> None:
+            while time.monotonic() < stop:
+                sent = time.monotonic()
+                try:
+                    reply = await target.infer(payload, 15.0)
+                except grpc.aio.AioRpcError as exc:
+                    run.failures[f"{exc.code().name}: {exc.details()}"] += 1
+                    continue
+                if sent >= start:
+                    node = pb.InferResponse.FromString(reply).node
+                    run.nodes[node] += 1
+                    run.sent.append((sent - start, node))
 
-            async def driver() -> None:
-                for at, action in actions:
-                    await asyncio.sleep(max(0.0, start + at - time.monotonic()))
-                    await asyncio.to_thread(action)
+        async def driver() -> None:
+            for at, action in actions:
+                await asyncio.sleep(max(0.0, start + at - time.monotonic()))
+                await asyncio.to_thread(action)
 
-            await asyncio.gather(driver(), *(worker() for _ in range(concurrency)))
-            run.route_changes = target.route_changes
-        finally:
-            await target.close()
-
-    asyncio.run(main())
+        await asyncio.gather(driver(), *(worker() for _ in range(concurrency)))
+        run.route_changes = target.route_changes
+    finally:
+        await target.close()
     return run
 
 
@@ -105,8 +102,8 @@ def cluster_stub(cluster: LocalCluster) -> tuple[grpc.Channel, rpc.ClusterStub]:
     return channel, rpc.ClusterStub(channel)
 
 
-def test_load_follows_capacity_with_one_slowed_board(cluster: LocalCluster) -> None:
-    run = run_load(cluster, duration_s=4.0)
+async def test_load_follows_capacity_with_one_slowed_board(cluster: LocalCluster) -> None:
+    run = await run_load(cluster, duration_s=4.0)
     assert not run.failures
     slow = run.nodes["board3"]
     assert slow > 0, run.nodes  # the slow board still serves its share
@@ -116,19 +113,19 @@ def test_load_follows_capacity_with_one_slowed_board(cluster: LocalCluster) -> N
         assert run.nodes[fast] > 1.4 * slow, run.nodes
 
 
-def test_nothing_is_lost_when_an_agent_is_killed_mid_load(cluster: LocalCluster) -> None:
+async def test_nothing_is_lost_when_an_agent_is_killed_mid_load(cluster: LocalCluster) -> None:
     try:
-        run = run_load(cluster, duration_s=4.0, actions=((1.0, lambda: cluster.kill_agent("board1")),))
+        run = await run_load(cluster, duration_s=4.0, actions=((1.0, lambda: cluster.kill_agent("board1")),))
     finally:
         cluster.restart_agent("board1")
     assert not run.failures, run.failures
     assert run.nodes["board2"] > 0 and run.nodes["board3"] > 0
     # Back in rotation after its restart (health checks reconnect; no route change needed).
-    again = run_load(cluster, duration_s=2.0, warmup_s=2.0)
+    again = await run_load(cluster, duration_s=2.0, warmup_s=2.0)
     assert again.nodes["board1"] > 0 and not again.failures
 
 
-def test_a_drained_board_gets_no_more_requests(cluster: LocalCluster) -> None:
+async def test_a_drained_board_gets_no_more_requests(cluster: LocalCluster) -> None:
     channel, stub = cluster_stub(cluster)
     with channel:
 
@@ -136,7 +133,7 @@ def test_a_drained_board_gets_no_more_requests(cluster: LocalCluster) -> None:
             return lambda: stub.DrainNode(pb.DrainNodeRequest(node="board2", drain=on), timeout=5)
 
         try:
-            run = run_load(cluster, duration_s=4.0, actions=((1.0, drain(True)),))
+            run = await run_load(cluster, duration_s=4.0, actions=((1.0, drain(True)),))
         finally:
             drain(False)()
     assert not run.failures
@@ -148,14 +145,14 @@ def test_a_drained_board_gets_no_more_requests(cluster: LocalCluster) -> None:
     assert after["board1"] > 0 and after["board3"] > 0
 
 
-def test_a_scheduler_restart_costs_proxyless_clients_nothing(cluster: LocalCluster) -> None:
-    run = run_load(cluster, duration_s=4.0, actions=((1.0, cluster.restart_scheduler),))
+async def test_a_scheduler_restart_costs_proxyless_clients_nothing(cluster: LocalCluster) -> None:
+    run = await run_load(cluster, duration_s=4.0, actions=((1.0, cluster.restart_scheduler),))
     assert not run.failures, run.failures
     assert sum(run.nodes.values()) > 0
     assert run.route_changes == 0  # the same boards before and after: nothing to rebuild
 
 
-def test_a_hung_npu_costs_nothing(cluster: LocalCluster) -> None:
+async def test_a_hung_npu_costs_nothing(cluster: LocalCluster) -> None:
     """Calls stuck on the hung board are abandoned after the per-attempt deadline and retried elsewhere;
     its health then keeps new calls away until the hang clears."""
     address = cluster.agents["board2"].address
@@ -168,7 +165,7 @@ def test_a_hung_npu_costs_nothing(cluster: LocalCluster) -> None:
         return act
 
     try:
-        run = run_load(cluster, duration_s=6.0, actions=((1.0, inject(pb.FAULT_HANG)),))
+        run = await run_load(cluster, duration_s=6.0, actions=((1.0, inject(pb.FAULT_HANG)),))
     finally:
         inject(pb.FAULT_NONE)()
     assert not run.failures, run.failures
@@ -176,7 +173,7 @@ def test_a_hung_npu_costs_nothing(cluster: LocalCluster) -> None:
     assert late["board2"] == 0 and late["board1"] > 0, late
 
 
-def test_a_frozen_board_leaves_the_rotation_and_costs_nothing(cluster: LocalCluster) -> None:
+async def test_a_frozen_board_leaves_the_rotation_and_costs_nothing(cluster: LocalCluster) -> None:
     """SIGSTOP: the board's TCP connections stay open but nothing answers, as with a cut link. The
     client's keepalive pings find out, its calls fail over, and no new call goes to it."""
     pid = cluster.agents["board2"].pid
@@ -186,7 +183,7 @@ def test_a_frozen_board_leaves_the_rotation_and_costs_nothing(cluster: LocalClus
         return lambda: os.kill(pid, sig)
 
     try:
-        run = run_load(
+        run = await run_load(
             cluster,
             duration_s=10.0,
             actions=((1.0, signal_board(signal.SIGSTOP)), (6.0, signal_board(signal.SIGCONT))),

@@ -92,23 +92,20 @@ def test_grpcio_accepts_the_service_config_from_get_route(cluster: LocalCluster)
     assert "service config" in (caught.value.details() or "").lower()
 
 
-def test_open_aio_channel_serves_from_every_board(cluster: LocalCluster) -> None:
-    async def main() -> set[str]:
-        channel, route = await open_aio_channel(cluster.address)
-        try:
-            call = channel.unary_unary(
-                "/npudure.v1.Inference/Infer",
-                request_serializer=pb.InferRequest.SerializeToString,
-                response_deserializer=pb.InferResponse.FromString,
-            )
-            request = pb.InferRequest(encoding=pb.ENCODING_RAW_RGB, frame=FRAME)
-            replies = await asyncio.gather(*(call(request, timeout=10) for _ in range(20)))
-        finally:
-            await channel.close()
-        assert route.max_message_bytes >= len(FRAME)
-        return {r.node for r in replies}
-
-    assert asyncio.run(main()) == {"board1", "board2"}
+async def test_open_aio_channel_serves_from_every_board(cluster: LocalCluster) -> None:
+    channel, route = await open_aio_channel(cluster.address)
+    try:
+        call = channel.unary_unary(
+            "/npudure.v1.Inference/Infer",
+            request_serializer=pb.InferRequest.SerializeToString,
+            response_deserializer=pb.InferResponse.FromString,
+        )
+        request = pb.InferRequest(encoding=pb.ENCODING_RAW_RGB, frame=FRAME)
+        replies = await asyncio.gather(*(call(request, timeout=10) for _ in range(20)))
+    finally:
+        await channel.close()
+    assert route.max_message_bytes >= len(FRAME)
+    assert {r.node for r in replies} == {"board1", "board2"}
 
 
 def test_connect_is_the_documented_entry_point(cluster: LocalCluster) -> None:

@@ -3,7 +3,6 @@ health checks or status polls (plaintext on the board network otherwise)."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import grpc
@@ -58,8 +57,8 @@ async def _calls(tmp_path: Path) -> dict[str, bool]:
     return recorder.seen
 
 
-def test_the_token_goes_on_admin_calls_only(tmp_path: Path) -> None:
-    seen = asyncio.run(_calls(tmp_path))
+async def test_the_token_goes_on_admin_calls_only(tmp_path: Path) -> None:
+    seen = await _calls(tmp_path)
     assert seen == {
         "/npudure.v1.Inference/Infer": False,
         "/grpc.health.v1.Health/Check": False,

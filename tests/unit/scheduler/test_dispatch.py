@@ -18,6 +18,9 @@ from npudure.scheduler.metrics import SchedulerMetrics
 
 FAR = 1e9  # a deadline no test reaches
 
+# Every test is bounded: a leaked reservation shows up as a failure, not a hang.
+pytestmark = pytest.mark.timeout(10)
+
 
 def _reply(board: str) -> bytes:
     return pb.InferResponse(node=board, timing=pb.StageTiming(board_total_us=1000)).SerializeToString()
@@ -75,204 +78,159 @@ def make_dispatcher(
     return Dispatcher(boards, config, SchedulerMetrics()), boards, fakes
 
 
-def run(coro) -> None:
-    """Every test is bounded: a leaked reservation shows up as a failure, not a hang."""
-    asyncio.run(asyncio.wait_for(coro, 10))
-
-
 def in_flight(boards: list[Board]) -> list[int]:
     return [b.in_flight for b in boards]
 
 
-def test_success_releases_and_reports_one_attempt() -> None:
-    async def main() -> None:
-        d, boards, _ = make_dispatcher(2)
-        reply = pb.InferResponse.FromString(await d.forward(b"frame", FAR))
-        assert reply.attempts == 1
-        assert reply.timing.scheduler_total_us >= reply.timing.board_total_us
-        assert in_flight(boards) == [0, 0]
-        assert d.served == 1
-
-    run(main())
+async def test_success_releases_and_reports_one_attempt() -> None:
+    d, boards, _ = make_dispatcher(2)
+    reply = pb.InferResponse.FromString(await d.forward(b"frame", FAR))
+    assert reply.attempts == 1
+    assert reply.timing.scheduler_total_us >= reply.timing.board_total_us
+    assert in_flight(boards) == [0, 0]
+    assert d.served == 1
 
 
-def test_board_fault_retries_once_on_another_board_and_counts_against_the_board() -> None:
-    async def main() -> None:
-        d, boards, fakes = make_dispatcher(2)
-        # One script shared by both boards: whichever the policy picks first fails, the other serves.
-        fakes[0].script = fakes[1].script = [rpc_error(grpc.StatusCode.UNAVAILABLE, "gone")]
-        reply = pb.InferResponse.FromString(await d.forward(b"frame", FAR))
-        assert reply.attempts == 2
-        assert d.retries == 1
-        failed = [b for b in boards if b.consecutive_failures == 1]
-        assert len(failed) == 1 and failed[0].name != reply.node
-        assert in_flight(boards) == [0, 0]
-
-    run(main())
+async def test_board_fault_retries_once_on_another_board_and_counts_against_the_board() -> None:
+    d, boards, fakes = make_dispatcher(2)
+    # One script shared by both boards: whichever the policy picks first fails, the other serves.
+    fakes[0].script = fakes[1].script = [rpc_error(grpc.StatusCode.UNAVAILABLE, "gone")]
+    reply = pb.InferResponse.FromString(await d.forward(b"frame", FAR))
+    assert reply.attempts == 2
+    assert d.retries == 1
+    failed = [b for b in boards if b.consecutive_failures == 1]
+    assert len(failed) == 1 and failed[0].name != reply.node
+    assert in_flight(boards) == [0, 0]
 
 
-def test_both_boards_failing_gives_unavailable_and_releases_both() -> None:
-    async def main() -> None:
-        d, boards, fakes = make_dispatcher(2)
-        for fake in fakes:
-            fake.script = [rpc_error(grpc.StatusCode.UNAVAILABLE, "gone")]
-        with pytest.raises(DispatchError) as info:
-            await d.forward(b"frame", FAR)
-        assert info.value.code == grpc.StatusCode.UNAVAILABLE
-        assert [b.failures for b in boards] == [1, 1]
-        assert in_flight(boards) == [0, 0]
-
-    run(main())
+async def test_both_boards_failing_gives_unavailable_and_releases_both() -> None:
+    d, boards, fakes = make_dispatcher(2)
+    for fake in fakes:
+        fake.script = [rpc_error(grpc.StatusCode.UNAVAILABLE, "gone")]
+    with pytest.raises(DispatchError) as info:
+        await d.forward(b"frame", FAR)
+    assert info.value.code == grpc.StatusCode.UNAVAILABLE
+    assert [b.failures for b in boards] == [1, 1]
+    assert in_flight(boards) == [0, 0]
 
 
-def test_request_fault_goes_back_unchanged_without_retry_or_penalty() -> None:
-    async def main() -> None:
-        d, boards, fakes = make_dispatcher(2)
-        fakes[0].script = [rpc_error(grpc.StatusCode.INVALID_ARGUMENT, "not a frame")]
-        with pytest.raises(grpc.aio.AioRpcError) as info:
-            await d.forward(b"junk", FAR)
-        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-        assert fakes[0].calls + fakes[1].calls == 1
-        assert d.retries == 0
-        assert [b.failures for b in boards] == [0, 0]
-        assert in_flight(boards) == [0, 0]
-
-    run(main())
+async def test_request_fault_goes_back_unchanged_without_retry_or_penalty() -> None:
+    d, boards, fakes = make_dispatcher(2)
+    fakes[0].script = [rpc_error(grpc.StatusCode.INVALID_ARGUMENT, "not a frame")]
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await d.forward(b"junk", FAR)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert fakes[0].calls + fakes[1].calls == 1
+    assert d.retries == 0
+    assert [b.failures for b in boards] == [0, 0]
+    assert in_flight(boards) == [0, 0]
 
 
-def test_no_eligible_board_is_unavailable_naming_the_states() -> None:
-    async def main() -> None:
-        d, boards, _ = make_dispatcher(2)
-        boards[0].draining = True
-        boards[1].down = True
-        with pytest.raises(DispatchError) as info:
-            await d.forward(b"frame", FAR)
-        assert info.value.code == grpc.StatusCode.UNAVAILABLE
-        assert "b0=DRAINING" in str(info.value) and "b1=DOWN" in str(info.value)
-
-    run(main())
+async def test_no_eligible_board_is_unavailable_naming_the_states() -> None:
+    d, boards, _ = make_dispatcher(2)
+    boards[0].draining = True
+    boards[1].down = True
+    with pytest.raises(DispatchError) as info:
+        await d.forward(b"frame", FAR)
+    assert info.value.code == grpc.StatusCode.UNAVAILABLE
+    assert "b0=DRAINING" in str(info.value) and "b1=DOWN" in str(info.value)
 
 
-def test_pipeline_depth_one_is_never_exceeded_and_waiters_are_served_in_order() -> None:
-    async def main() -> None:
-        d, boards, fakes = make_dispatcher(1, max_inflight=1)
-        fakes[0].script = ["wait", "wait", "wait"]
-        tasks = [asyncio.create_task(d.forward(b"frame", FAR)) for _ in range(3)]
-        await asyncio.sleep(0.01)
-        assert d.queue_depth == 2 and boards[0].in_flight == 1
-        fakes[0].release.set()
-        await asyncio.gather(*tasks)
-        assert fakes[0].max_running == 1
-        assert in_flight(boards) == [0] and d.queue_depth == 0
-
-    run(main())
+async def test_pipeline_depth_one_is_never_exceeded_and_waiters_are_served_in_order() -> None:
+    d, boards, fakes = make_dispatcher(1, max_inflight=1)
+    fakes[0].script = ["wait", "wait", "wait"]
+    tasks = [asyncio.create_task(d.forward(b"frame", FAR)) for _ in range(3)]
+    await asyncio.sleep(0.01)
+    assert d.queue_depth == 2 and boards[0].in_flight == 1
+    fakes[0].release.set()
+    await asyncio.gather(*tasks)
+    assert fakes[0].max_running == 1
+    assert in_flight(boards) == [0] and d.queue_depth == 0
 
 
-def test_full_queue_is_resource_exhausted() -> None:
-    async def main() -> None:
-        d, boards, fakes = make_dispatcher(1, max_inflight=1, queue_limit=1)
-        fakes[0].script = ["wait", "wait"]
-        first = asyncio.create_task(d.forward(b"frame", FAR))
-        second = asyncio.create_task(d.forward(b"frame", FAR))
-        await asyncio.sleep(0.01)
-        with pytest.raises(DispatchError) as info:
-            await d.forward(b"frame", FAR)
-        assert info.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
-        fakes[0].release.set()
-        await asyncio.gather(first, second)
-        assert in_flight(boards) == [0]
-
-    run(main())
+async def test_full_queue_is_resource_exhausted() -> None:
+    d, boards, fakes = make_dispatcher(1, max_inflight=1, queue_limit=1)
+    fakes[0].script = ["wait", "wait"]
+    first = asyncio.create_task(d.forward(b"frame", FAR))
+    second = asyncio.create_task(d.forward(b"frame", FAR))
+    await asyncio.sleep(0.01)
+    with pytest.raises(DispatchError) as info:
+        await d.forward(b"frame", FAR)
+    assert info.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    fakes[0].release.set()
+    await asyncio.gather(first, second)
+    assert in_flight(boards) == [0]
 
 
-def test_waiter_timeout_is_deadline_exceeded_and_leaves_no_reservation() -> None:
-    async def main() -> None:
-        d, boards, fakes = make_dispatcher(1, max_inflight=1)
-        fakes[0].script = ["wait"]
-        busy = asyncio.create_task(d.forward(b"frame", FAR))
-        await asyncio.sleep(0.01)
-        with pytest.raises(DispatchError) as info:
-            await d.forward(b"frame", time.monotonic() + 0.05)
-        assert info.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
-        fakes[0].release.set()
-        await busy
-        assert in_flight(boards) == [0] and d.queue_depth == 0
-
-    run(main())
+async def test_waiter_timeout_is_deadline_exceeded_and_leaves_no_reservation() -> None:
+    d, boards, fakes = make_dispatcher(1, max_inflight=1)
+    fakes[0].script = ["wait"]
+    busy = asyncio.create_task(d.forward(b"frame", FAR))
+    await asyncio.sleep(0.01)
+    with pytest.raises(DispatchError) as info:
+        await d.forward(b"frame", time.monotonic() + 0.05)
+    assert info.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+    fakes[0].release.set()
+    await busy
+    assert in_flight(boards) == [0] and d.queue_depth == 0
 
 
-def test_late_reservation_for_a_cancelled_waiter_is_released() -> None:
+async def test_late_reservation_for_a_cancelled_waiter_is_released() -> None:
     """Capacity handed to a waiter that gives up in the same instant must go back, not leak."""
-
-    async def main() -> None:
-        d, boards, _ = make_dispatcher(1, max_inflight=1)
-        held = d._try_reserve(frozenset())
-        assert held is boards[0]
-        waiter = asyncio.create_task(d.forward(b"frame", FAR))
-        await asyncio.sleep(0.01)
-        assert d.queue_depth == 1
-        waiter.cancel()  # the waiter gives up, and before it runs again...
-        d.release(held)  # ...the freed board is reserved for it
-        assert boards[0].in_flight == 1 and d.queue_depth == 0
-        await asyncio.gather(waiter, return_exceptions=True)
-        assert in_flight(boards) == [0]
-
-    run(main())
+    d, boards, _ = make_dispatcher(1, max_inflight=1)
+    held = d._try_reserve(frozenset())
+    assert held is boards[0]
+    waiter = asyncio.create_task(d.forward(b"frame", FAR))
+    await asyncio.sleep(0.01)
+    assert d.queue_depth == 1
+    waiter.cancel()  # the waiter gives up, and before it runs again...
+    d.release(held)  # ...the freed board is reserved for it
+    assert boards[0].in_flight == 1 and d.queue_depth == 0
+    await asyncio.gather(waiter, return_exceptions=True)
+    assert in_flight(boards) == [0]
 
 
-def test_cancellation_mid_call_releases_the_board() -> None:
-    async def main() -> None:
-        d, boards, fakes = make_dispatcher(2)
-        fakes[0].script = ["hang"]
-        fakes[1].script = ["hang"]
-        task = asyncio.create_task(d.forward(b"frame", FAR))
-        await asyncio.sleep(0.01)
-        assert sum(in_flight(boards)) == 1
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        assert in_flight(boards) == [0, 0]
-        assert [b.failures for b in boards] == [0, 0]
-
-    run(main())
+async def test_cancellation_mid_call_releases_the_board() -> None:
+    d, boards, fakes = make_dispatcher(2)
+    fakes[0].script = ["hang"]
+    fakes[1].script = ["hang"]
+    task = asyncio.create_task(d.forward(b"frame", FAR))
+    await asyncio.sleep(0.01)
+    assert sum(in_flight(boards)) == 1
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert in_flight(boards) == [0, 0]
+    assert [b.failures for b in boards] == [0, 0]
 
 
-def test_in_flight_returns_to_zero_after_a_mixed_storm() -> None:
-    async def main() -> None:
-        d, boards, fakes = make_dispatcher(3, max_inflight=2, queue_limit=4)
-        outcomes = ["ok", rpc_error(grpc.StatusCode.UNAVAILABLE), rpc_error(grpc.StatusCode.INVALID_ARGUMENT)]
-        for i, fake in enumerate(fakes):
-            fake.script = [outcomes[(i + k) % 3] for k in range(20)]
-            fake.script = [a if a != "ok" else None for a in fake.script]
-        tasks = [asyncio.create_task(d.forward(b"frame", FAR)) for _ in range(30)]
-        await asyncio.sleep(0)
-        tasks[5].cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        assert in_flight(boards) == [0, 0, 0]
-        assert d.queue_depth == 0
-
-    run(main())
+async def test_in_flight_returns_to_zero_after_a_mixed_storm() -> None:
+    d, boards, fakes = make_dispatcher(3, max_inflight=2, queue_limit=4)
+    outcomes = ["ok", rpc_error(grpc.StatusCode.UNAVAILABLE), rpc_error(grpc.StatusCode.INVALID_ARGUMENT)]
+    for i, fake in enumerate(fakes):
+        fake.script = [outcomes[(i + k) % 3] for k in range(20)]
+        fake.script = [a if a != "ok" else None for a in fake.script]
+    tasks = [asyncio.create_task(d.forward(b"frame", FAR)) for _ in range(30)]
+    await asyncio.sleep(0)
+    tasks[5].cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    assert in_flight(boards) == [0, 0, 0]
+    assert d.queue_depth == 0
 
 
-def test_a_deadline_the_caller_set_shorter_than_board_timeout_is_not_the_boards_fault() -> None:
-    async def main() -> None:
-        d, boards, fakes = make_dispatcher(2)
-        fakes[0].script = fakes[1].script = [rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED, "late")]
-        with pytest.raises(DispatchError) as info:
-            await d.forward(b"frame", time.monotonic() + 0.025)  # board_timeout_s is 2 s
-        assert info.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
-        assert "caller's deadline" in str(info.value)
-        assert [b.failures for b in boards] == [0, 0] and d.retries == 0
-        assert in_flight(boards) == [0, 0]
-
-    run(main())
+async def test_a_deadline_the_caller_set_shorter_than_board_timeout_is_not_the_boards_fault() -> None:
+    d, boards, fakes = make_dispatcher(2)
+    fakes[0].script = fakes[1].script = [rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED, "late")]
+    with pytest.raises(DispatchError) as info:
+        await d.forward(b"frame", time.monotonic() + 0.025)  # board_timeout_s is 2 s
+    assert info.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert "caller's deadline" in str(info.value)
+    assert [b.failures for b in boards] == [0, 0] and d.retries == 0
+    assert in_flight(boards) == [0, 0]
 
 
-def test_a_deadline_the_board_timeout_set_counts_against_the_board() -> None:
-    async def main() -> None:
-        d, boards, fakes = make_dispatcher(2)
-        fakes[0].script = fakes[1].script = [rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED, "late")]
-        reply = pb.InferResponse.FromString(await d.forward(b"frame", FAR))
-        assert reply.attempts == 2 and sum(b.failures for b in boards) == 1
-
-    run(main())
+async def test_a_deadline_the_board_timeout_set_counts_against_the_board() -> None:
+    d, boards, fakes = make_dispatcher(2)
+    fakes[0].script = fakes[1].script = [rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED, "late")]
+    reply = pb.InferResponse.FromString(await d.forward(b"frame", FAR))
+    assert reply.attempts == 2 and sum(b.failures for b in boards) == 1

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import aiohttp
 import pytest
 from urllib3 import encode_multipart_formdata
@@ -23,22 +21,18 @@ def test_requests_body_as_frigate_sends_it() -> None:
     assert form == {"api_key": b"k", "min_confidence": b"0.5", "image": IMAGE}
 
 
-def test_aiohttp_formdata_body() -> None:
+async def test_aiohttp_formdata_body() -> None:
     form_data = aiohttp.FormData({"api_key": "x"})
     form_data.add_field("image", IMAGE, filename="frame.jpg", content_type="image/jpeg")
+    writer = form_data()
+    chunks: list[bytes] = []
 
-    async def encode() -> tuple[bytes, str]:
-        writer = form_data()
-        chunks: list[bytes] = []
+    class Sink:
+        async def write(self, data: bytes) -> None:
+            chunks.append(bytes(data))
 
-        class Sink:
-            async def write(self, data: bytes) -> None:
-                chunks.append(bytes(data))
-
-        await writer.write(Sink())
-        return b"".join(chunks), writer.content_type
-
-    body, content_type = asyncio.run(encode())
+    await writer.write(Sink())
+    body, content_type = b"".join(chunks), writer.content_type
     assert parse_form(body, boundary_of(content_type)) == {"api_key": b"x", "image": IMAGE}
 
 

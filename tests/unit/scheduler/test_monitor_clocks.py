@@ -27,7 +27,7 @@ class Unanswered:
         await asyncio.Event().wait()  # hangs until cancelled
 
 
-def test_a_hanging_status_poll_does_not_delay_marking_the_board_down() -> None:
+async def test_a_hanging_status_poll_does_not_delay_marking_the_board_down() -> None:
     config = SchedulerConfig(
         boards=[{"name": "b1", "address": "127.0.0.1:1"}], health_interval_s=0.01, status_interval_s=0.01
     )
@@ -37,17 +37,14 @@ def test_a_hanging_status_poll_does_not_delay_marking_the_board_down() -> None:
     frozen = Unanswered()
     mon._health = mon._node = frozen
 
-    async def main() -> None:
-        task = asyncio.create_task(mon.run())
-        try:
-            for _ in range(500):  # up to 5 s; with the fix it takes ~3 checks of 10 ms
-                if board.down:
-                    return
-                await asyncio.sleep(0.01)
-        finally:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-
-    asyncio.run(main())
+    task = asyncio.create_task(mon.run())
+    try:
+        for _ in range(500):  # up to 5 s; with the fix it takes ~3 checks of 10 ms
+            if board.down:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
     assert board.down, f"still UP after {frozen.checks} health check(s)"
     assert frozen.checks >= config.failure_threshold

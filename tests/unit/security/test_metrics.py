@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import grpc
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
@@ -58,17 +56,17 @@ class _Context:
         raise PermissionError(code, message)
 
 
-def test_refused_admin_calls_are_counted_and_allowed_ones_are_not(tmp_path) -> None:
+async def test_refused_admin_calls_are_counted_and_allowed_ones_are_not(tmp_path) -> None:
     token_file = access.write_token(tmp_path / "token")
     guard = access.AdminGuard(AdminConfig(token_file=str(token_file)), None)
     collector = AdminRefusals(lambda: guard.refused)
     assert "npudure_admin_refused_total 0.0" in scrape(collector)  # present before the first refusal
     for _ in range(2):
         with pytest.raises(PermissionError):
-            asyncio.run(guard.check(_Context(), "DrainNode"))
+            await guard.check(_Context(), "DrainNode")
     with pytest.raises(PermissionError):
-        asyncio.run(guard.check(_Context("wrong-token-of-some-length"), "SetCpuCap"))
-    asyncio.run(guard.check(_Context(access.read_token(str(token_file))), "DrainNode"))
+        await guard.check(_Context("wrong-token-of-some-length"), "SetCpuCap")
+    await guard.check(_Context(access.read_token(str(token_file))), "DrainNode")
     text = scrape(collector)
     assert "npudure_admin_refused_total 3.0" in text
     assert 'npudure_admin_refused_by_method_total{method="DrainNode"} 2.0' in text
