@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from npudure.proto import inference_pb2 as pb
-from npudure.vision import frames
+from npudure.vision import frames, jpeg_markers
 from npudure.vision.decode_budget import MAX_SEGMENTS
 
 # What a board decodes: the formats cameras, NVRs and Frigate post.
@@ -29,8 +29,6 @@ ENVELOPE_BYTES = 256
 
 # JPEG start-of-frame markers (SOF0..SOF15 but DHT C4, JPG C8 and DAC CC) carry the image's size.
 _SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
-# Markers without a length field (TEM, RSTn, SOI, EOI).
-_STANDALONE = frozenset({0x01, *range(0xD0, 0xDA)})
 
 
 class ImageError(Exception):
@@ -84,38 +82,24 @@ def sniff(data: bytes, max_pixels: int, max_bytes: int) -> Header:
 
 def _jpeg(data: bytes) -> Header:
     """Walk the marker segments from SOI to the first SOFn (bounded like the board's decode budget)."""
-    at, end = 2, len(data)
-    for _ in range(MAX_SEGMENTS + 16):
-        if at + 4 > end:
-            break
-        if data[at] != 0xFF:
-            raise ImageError("the image could not be decoded (corrupt JPEG: no marker where one must be)")
-        marker = data[at + 1]
-        if marker == 0xFF:  # a fill byte before a marker
-            at += 1
-            continue
-        if marker in _STANDALONE:
-            if marker == 0xD9:  # EOI before any frame
+    try:
+        for step, segment in enumerate(jpeg_markers.segments(data)):
+            if step >= MAX_SEGMENTS + 16:
+                raise ImageError(
+                    f"the image could not be decoded: its JPEG header has more than {MAX_SEGMENTS} marker "
+                    "segments before the frame (a camera's has under 20)"
+                )
+            if segment.marker in _SOF:
+                at = segment.at
+                if segment.length < 8 or at + 9 > len(data):
+                    break
+                height = int.from_bytes(data[at + 5 : at + 7], "big")
+                width = int.from_bytes(data[at + 7 : at + 9], "big")
+                return Header("JPEG", pb.ENCODING_JPEG, width, height)
+            if segment.marker == jpeg_markers.SOS:  # a scan before any frame header
                 break
-            at += 2
-            continue
-        length = int.from_bytes(data[at + 2 : at + 4], "big")
-        if marker in _SOF:
-            if length < 8 or at + 9 > end:
-                break
-            height = int.from_bytes(data[at + 5 : at + 7], "big")
-            width = int.from_bytes(data[at + 7 : at + 9], "big")
-            return Header("JPEG", pb.ENCODING_JPEG, width, height)
-        if marker == 0xDA:  # a scan before any frame header
-            break
-        if length < 2:
-            raise ImageError("the image could not be decoded (corrupt JPEG: a marker segment of length < 2)")
-        at += 2 + length
-    else:
-        raise ImageError(
-            f"the image could not be decoded: its JPEG header has more than {MAX_SEGMENTS} marker "
-            "segments before the frame (a camera's has under 20)"
-        )
+    except jpeg_markers.Malformed as exc:
+        raise ImageError(f"the image could not be decoded (corrupt JPEG: {exc})") from None
     raise ImageError("the image could not be decoded (corrupt or truncated JPEG: no frame header)")
 
 

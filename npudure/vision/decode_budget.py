@@ -19,16 +19,10 @@ could only be enforced after the cost was paid; counting scans refuses the bomb 
 
 from __future__ import annotations
 
-import re
+from npudure.vision import jpeg_markers
 
 MAX_SCANS = 32
 MAX_SEGMENTS = 256
-
-SOI, EOI, SOS = 0xD8, 0xD9, 0xDA
-# Markers without a length field (RSTn, SOI, EOI, TEM).
-_STANDALONE = {0x01, SOI, EOI, *range(0xD0, 0xD8)}
-# Inside entropy-coded data a marker is 0xFF followed by anything but 0x00 (stuffing), RSTn or 0xFF (fill).
-_NEXT_MARKER = re.compile(rb"\xff(?=[^\x00\xd0-\xd7\xff])")
 
 
 class BudgetError(ValueError):
@@ -41,41 +35,23 @@ def count_scans(
     """The number of scans in ``frame``; raise BudgetError past either limit. Malformed structure is left
     to the decoder (it refuses it): this only counts."""
     scans = segments = 0
-    at = 2 if frame[:2] == b"\xff\xd8" else 0
-    end = len(frame)
-    while at + 1 < end:
-        if frame[at] != 0xFF:
-            return scans  # not a marker where one must be: the decoder will say it is corrupt
-        marker = frame[at + 1]
-        if marker == 0xFF:  # fill byte before a marker
-            at += 1
-            continue
-        if marker == EOI:
-            return scans
-        if marker in _STANDALONE:
-            at += 2
-            continue
-        if at + 4 > end:
-            return scans
-        length = int.from_bytes(frame[at + 2 : at + 4], "big")
-        at += 2 + length
-        if marker == SOS:
-            scans += 1
-            if scans > max_scans:
-                raise BudgetError(
-                    f"JPEG has more than {max_scans} scans (progressive refinement passes); each scan is "
-                    "one more decode pass over the whole image: re-encode it with a standard encoder "
-                    "(baseline, or progressive with its default scan script)"
-                )
-            found = _NEXT_MARKER.search(frame, at)
-            if found is None:
-                return scans
-            at = found.start()
-        else:
-            segments += 1
-            if segments > max_segments:
-                raise BudgetError(
-                    f"JPEG has more than {max_segments} marker segments (APPn/COM/tables): strip the "
-                    "metadata before sending"
-                )
+    try:
+        for segment in jpeg_markers.segments(frame):
+            if segment.marker == jpeg_markers.SOS:
+                scans += 1
+                if scans > max_scans:
+                    raise BudgetError(
+                        f"JPEG has more than {max_scans} scans (progressive refinement passes); each scan "
+                        "is one more decode pass over the whole image: re-encode it with a standard "
+                        "encoder (baseline, or progressive with its default scan script)"
+                    )
+            elif segment.length:
+                segments += 1
+                if segments > max_segments:
+                    raise BudgetError(
+                        f"JPEG has more than {max_segments} marker segments (APPn/COM/tables): strip the "
+                        "metadata before sending"
+                    )
+    except jpeg_markers.Malformed:
+        pass  # not a JPEG's structure from here on: the decoder will say it is corrupt
     return scans

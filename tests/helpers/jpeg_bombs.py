@@ -12,7 +12,7 @@ import io
 import numpy as np
 from PIL import Image
 
-from npudure.vision import decode_budget
+from npudure.vision import jpeg_markers
 
 
 def progressive(seed: int = 1, size: int = 640) -> bytes:
@@ -24,18 +24,14 @@ def progressive(seed: int = 1, size: int = 640) -> bytes:
 
 def scans(jpeg: bytes) -> list[tuple[int, int]]:
     """(start, end) of every scan: its SOS header and entropy-coded data."""
-    out, at = [], 2
-    while at + 4 <= len(jpeg):
-        marker = jpeg[at + 1]
-        if marker == decode_budget.EOI:
-            break
-        length = int.from_bytes(jpeg[at + 2 : at + 4], "big")
-        end = at + 2 + length
-        if marker == decode_budget.SOS:
-            found = decode_budget._NEXT_MARKER.search(jpeg, end)
-            end = found.start() if found else len(jpeg)
-            out.append((at, end))
-        at = end
+    out: list[tuple[int, int]] = []
+    scan_at = None  # the SOS whose data runs up to the next marker
+    for segment in jpeg_markers.segments(jpeg):
+        if scan_at is not None:
+            out.append((scan_at, segment.at))
+        scan_at = segment.at if segment.marker == jpeg_markers.SOS else None
+    if scan_at is not None:  # no marker after the last scan
+        out.append((scan_at, len(jpeg)))
     return out
 
 

@@ -103,3 +103,17 @@ def test_what_is_refused_before_a_board_says_why(
 def test_a_message_just_within_the_board_limit_passes() -> None:
     data = PNG_HEAD + bytes(1000)
     assert sniff(data, BIG, len(data) + ENVELOPE_BYTES).format == "PNG"
+
+
+def test_a_jpeg_cut_anywhere_gives_its_size_or_a_400() -> None:
+    """Through the shared marker walk (npudure/vision/jpeg_markers.py): never another exception."""
+    data = _encode(np.zeros((48, 80, 3), np.uint8), "JPEG", progressive=True)
+    sizes = set()
+    for cut in range(2, len(data)):
+        try:
+            header = sniff(data[:cut], BIG, BIG)
+        except ImageError as err:
+            assert err.status == 400 and "could not be decoded" in str(err), (cut, str(err))
+        else:
+            sizes.add((header.width, header.height))
+    assert sizes == {(80, 48)}

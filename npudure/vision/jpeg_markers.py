@@ -1,0 +1,71 @@
+"""One walk over a JPEG's marker segments, without decoding: for the board's decode budget
+(npudure/vision/decode_budget.py, which counts scans) and the HTTP API's header sniff
+(npudure/scheduler/http_image.py, which reads the frame size).
+
+The walk never reads past the bytes it has: a truncated segment ends it quietly. Where the bytes are not a
+marker structure at all it raises ``Malformed``, and each caller decides what that means (the budget
+leaves it to the decoder, the sniff refuses the image). Runs of fill bytes and the entropy-coded data after
+a scan header are skipped by a regular expression (at C speed), so a flood of them costs no Python loop.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import NamedTuple
+
+SOI, EOI, SOS = 0xD8, 0xD9, 0xDA
+# Markers without a length field (TEM, RSTn, SOI, EOI).
+STANDALONE = frozenset({0x01, *range(0xD0, 0xDA)})
+# Inside entropy-coded data a marker is 0xFF followed by anything but 0x00 (stuffing), RSTn or 0xFF (fill).
+_NEXT_MARKER = re.compile(rb"\xff(?=[^\x00\xd0-\xd7\xff])")
+# Fill bytes before a marker: any number of 0xFF; the last one is the marker's own.
+_FILL = re.compile(rb"\xff+")
+
+
+class Malformed(ValueError):
+    """No marker where one must be, or a segment length under 2 (the message says which)."""
+
+
+class Segment(NamedTuple):
+    marker: int  # the byte after 0xFF
+    at: int  # the offset of the marker's 0xFF
+    length: int  # the segment's length field (it counts itself); 0 for a standalone marker
+
+
+def segments(frame: bytes | memoryview) -> Iterator[Segment]:
+    """Each marker after SOI (from the first byte if there is no SOI) up to and with EOI.
+
+    A segment whose length field is cut off is not yielded; one whose body is cut off is (check
+    ``at + 2 + length`` against the size before reading its body). After SOS the walk goes on at the
+    next marker after the scan's entropy-coded data, and ends if there is none.
+    """
+    at = 2 if frame[:2] == b"\xff\xd8" else 0
+    end = len(frame)
+    while at + 1 < end:
+        if frame[at] != 0xFF:
+            raise Malformed("no marker where one must be")
+        marker = frame[at + 1]
+        if marker == 0xFF:  # fill bytes before a marker
+            fill = _FILL.match(frame, at)
+            assert fill is not None  # frame[at] is 0xFF
+            at = fill.end() - 1
+            continue
+        if marker in STANDALONE:
+            yield Segment(marker, at, 0)
+            if marker == EOI:
+                return
+            at += 2
+            continue
+        if at + 4 > end:
+            return
+        length = int.from_bytes(frame[at + 2 : at + 4], "big")
+        if length < 2:
+            raise Malformed("a marker segment of length < 2")
+        yield Segment(marker, at, length)
+        at += 2 + length
+        if marker == SOS:
+            found = _NEXT_MARKER.search(frame, at)
+            if found is None:
+                return
+            at = found.start()
