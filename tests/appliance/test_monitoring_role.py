@@ -4,20 +4,13 @@ host's free disk, and Alertmanager's configuration has its webhook receiver."""
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from helpers import promtool
-
-from npudure.faults.fleet import ansible_env
-
-ROOT = Path(__file__).resolve().parents[2]
-ROLE = ROOT / "roles" / "npudure_monitoring"
-BIN = Path(sys.executable).parent
+from helpers import ansible, promtool
+from helpers.ansible import BIN
 
 pytestmark = pytest.mark.skipif(
     not (BIN / "ansible-playbook").exists(), reason="ansible-core is not installed (pip install -e '.[dev]')"
@@ -27,54 +20,29 @@ GIB = 1024**3
 
 def render(tmp_path: Path, extra: dict, mounts: list[dict] | None = None) -> Path:
     """Render every template of the role for the host 'sched' of a three-board inventory."""
-    out = tmp_path / "out"
-    out.mkdir()
     inventory = {
-        "all": {
-            "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable},
-            "children": {
-                "boards": {
-                    "hosts": {
-                        "board1": {"ansible_host": "10.0.0.11"},
-                        "board2": {"ansible_host": "10.0.0.12", "npudure_agent_metrics_port": 50191},
-                        "board3": {"ansible_host": "10.0.0.13", "npudure_agent_node_name": "bench-3"},
-                    }
-                },
-                "scheduler": {"hosts": {"sched": {"ansible_host": "10.0.0.10"}}},
+        "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable},
+        "children": {
+            "boards": {
+                "hosts": {
+                    "board1": {"ansible_host": "10.0.0.11"},
+                    "board2": {"ansible_host": "10.0.0.12", "npudure_agent_metrics_port": 50191},
+                    "board3": {"ansible_host": "10.0.0.13", "npudure_agent_node_name": "bench-3"},
+                }
             },
-        }
+            "scheduler": {"hosts": {"sched": {"ansible_host": "10.0.0.10"}}},
+        },
     }
-    (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
-    play = {
-        "hosts": "scheduler",
-        "gather_facts": False,
-        "vars_files": [str(ROLE / part / "main.yml") for part in ("defaults", "vars")],
-        "tasks": [
-            {
-                "ansible.builtin.template": {
-                    "src": f"{ROLE}/templates/{{{{ item }}}}",
-                    "dest": f"{out}/{{{{ item | splitext | first }}}}",
-                    "mode": "0644",
-                },
-                "loop": ["prometheus.yml.j2", "prometheus.default.j2", "alertmanager.yml.j2"],
-            },
-        ],
-    }
-    (tmp_path / "render.yml").write_text(yaml.safe_dump([play]))
-    done = subprocess.run(
-        # The mounts: what the facts (gather_subset mounts) would have found on the host.
-        [
-            *(BIN / "ansible-playbook", "-i", tmp_path / "hosts.yml", tmp_path / "render.yml"),
-            *("-e", json.dumps({**extra, "_npudure_monitoring_mounts": mounts or []})),
-        ],
-        cwd=ROOT,
-        env=ansible_env(ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp")),
-        capture_output=True,
-        text=True,
-        timeout=180,
+    # The mounts: what the facts (gather_subset mounts) would have found on the host.
+    return ansible.render(
+        tmp_path,
+        "npudure_monitoring",
+        "scheduler",
+        ["prometheus.yml.j2", "prometheus.default.j2", "alertmanager.yml.j2"],
+        {**extra, "_npudure_monitoring_mounts": mounts or []},
+        inventory=inventory,
+        per_host=False,
     )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return out
 
 
 def test_scrape_config_from_the_inventory_with_mutual_tls(tmp_path: Path) -> None:

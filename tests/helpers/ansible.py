@@ -58,26 +58,42 @@ def recap(output: str) -> dict[str, dict[str, int]]:
     return found
 
 
-def render(tmp_path: Path, role: str, group: str, templates: list[str], extra: dict) -> Path:
-    """Render ROLE's TEMPLATES for each host of GROUP with ansible-playbook (local hosts): the out folder."""
+# Two boards (one with an address) and the scheduler, all local: what the role templates are rendered for.
+BOARDS_AND_SCHEDULER = {
+    "vars": {"ansible_connection": "local"},
+    "children": {
+        "boards": {"hosts": {"board1": {"ansible_host": "10.0.0.11"}, "board2": {}}},
+        "scheduler": {"hosts": {"sched": {}}},
+    },
+}
+
+
+def render(
+    tmp_path: Path,
+    role: str,
+    group: str,
+    templates: list[str],
+    extra: dict,
+    *,
+    inventory: dict | None = None,
+    per_host: bool = True,
+) -> Path:
+    """Render ROLE's TEMPLATES for each host of GROUP with ansible-playbook (local hosts): the out folder.
+
+    ``inventory`` is the ``all`` group (default :data:`BOARDS_AND_SCHEDULER`). Each file is named
+    ``<host>-<template without .j2>``, or without the host for a group of one host (``per_host=False``).
+    """
     out = tmp_path / "out"
     out.mkdir()
-    inventory = tmp_path / "hosts.yml"
-    inventory.write_text(
-        yaml.safe_dump(
-            {
-                "all": {
-                    "vars": {"ansible_connection": "local"},
-                    "children": {
-                        "boards": {"hosts": {"board1": {"ansible_host": "10.0.0.11"}, "board2": {}}},
-                        "scheduler": {"hosts": {"sched": {}}},
-                    },
-                }
-            }
-        )
-    )
+    hosts = tmp_path / "hosts.yml"
+    hosts.write_text(yaml.safe_dump({"all": BOARDS_AND_SCHEDULER if inventory is None else inventory}))
     playbook = tmp_path / "render.yml"
     templates_dir = ROOT / "roles" / role / "templates"
+    name = (
+        "{{ inventory_hostname }}-{{ item | splitext | first }}"
+        if per_host
+        else "{{ item | splitext | first }}"
+    )
     play = {
         "hosts": group,
         "gather_facts": False,
@@ -86,7 +102,7 @@ def render(tmp_path: Path, role: str, group: str, templates: list[str], extra: d
             {
                 "ansible.builtin.template": {
                     "src": f"{templates_dir}/{{{{ item }}}}",
-                    "dest": f"{out}/{{{{ inventory_hostname }}}}-{{{{ item | splitext | first }}}}",
+                    "dest": f"{out}/{name}",
                     "mode": "0644",
                 },
                 "delegate_to": "localhost",
@@ -95,15 +111,17 @@ def render(tmp_path: Path, role: str, group: str, templates: list[str], extra: d
         ],
     }
     playbook.write_text(yaml.safe_dump([play]))
-    env = {**local_env(), "ANSIBLE_ROLES_PATH": str(ROOT / "roles")}
+    env = ansible_env(
+        ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"), ANSIBLE_ROLES_PATH=str(ROOT / "roles")
+    )
     done = subprocess.run(
         # Extra vars outrank the role files loaded as vars_files (as inventory values outrank defaults).
-        [BIN / "ansible-playbook", "-i", inventory, "-e", json.dumps(extra), playbook],
+        [BIN / "ansible-playbook", "-i", hosts, "-e", json.dumps(extra), playbook],
         cwd=ROOT,
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=180,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     return out

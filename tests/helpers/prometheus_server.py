@@ -20,14 +20,11 @@ from pathlib import Path
 
 import yaml
 
-from helpers import promtool
-from npudure.faults.fleet import ansible_env
+from helpers import ansible, promtool
 from npudure.lab.local import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-ROLE = ROOT / "roles" / "npudure_monitoring"
 RULES = ROOT / "monitoring" / "rules"
-BIN = Path(sys.executable).parent
 
 
 def copy_rules(dest: Path, alert_for: dict[str, str]) -> Path:
@@ -46,54 +43,28 @@ def copy_rules(dest: Path, alert_for: dict[str, str]) -> Path:
 def render_config(workdir: Path, agents: dict[str, int], scheduler_port: int, extra: dict) -> Path:
     """prometheus.yml from the role's template, for agents {board: metrics port} and the scheduler."""
     inventory = {
-        "all": {
-            "vars": {
-                "ansible_connection": "local",
-                "ansible_host": "127.0.0.1",
-                "ansible_python_interpreter": sys.executable,
+        "vars": {
+            "ansible_connection": "local",
+            "ansible_host": "127.0.0.1",
+            "ansible_python_interpreter": sys.executable,
+        },
+        "children": {
+            "boards": {
+                "hosts": {name: {"npudure_agent_metrics_port": port} for name, port in agents.items()}
             },
-            "children": {
-                "boards": {
-                    "hosts": {name: {"npudure_agent_metrics_port": port} for name, port in agents.items()}
-                },
-                "scheduler": {"hosts": {"sched": {"npudure_scheduler_metrics_port": scheduler_port}}},
-            },
-        }
+            "scheduler": {"hosts": {"sched": {"npudure_scheduler_metrics_port": scheduler_port}}},
+        },
     }
-    (workdir / "hosts.yml").write_text(yaml.safe_dump(inventory))
-    out = workdir / "prometheus.yml"
-    play = {
-        "hosts": "scheduler",
-        "gather_facts": False,
-        "vars_files": [str(ROLE / part / "main.yml") for part in ("defaults", "vars")],
-        "tasks": [
-            {
-                "ansible.builtin.template": {
-                    "src": str(ROLE / "templates" / "prometheus.yml.j2"),
-                    "dest": str(out),
-                    "mode": "0644",
-                }
-            }
-        ],
-    }
-    (workdir / "render.yml").write_text(yaml.safe_dump([play]))
-    done = subprocess.run(
-        [
-            BIN / "ansible-playbook",
-            "-i",
-            workdir / "hosts.yml",
-            "-e",
-            json.dumps(extra),
-            workdir / "render.yml",
-        ],
-        cwd=ROOT,
-        env=ansible_env(ANSIBLE_LOCAL_TEMP=str(workdir / "ansible-tmp")),
-        capture_output=True,
-        text=True,
-        timeout=180,
+    out = ansible.render(
+        workdir,
+        "npudure_monitoring",
+        "scheduler",
+        ["prometheus.yml.j2"],
+        extra,
+        inventory=inventory,
+        per_host=False,
     )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return out
+    return out / "prometheus.yml"
 
 
 @dataclass

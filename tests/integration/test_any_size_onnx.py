@@ -13,37 +13,35 @@ from PIL import Image
 
 pytest.importorskip("onnxruntime")
 
+from helpers.two_class_model import NAMES, SIZE
+
 from npudure.backends import create_backend
 from npudure.config import AgentConfig
 from npudure.lab.local import LocalCluster
-from npudure.model.build import ensure_model
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.vision.frames import LETTERBOX_FILL, synthetic_frame
 
-NAMES = ("forklift", "pallet")
-SIZE = 320
 SOURCES = [(1920, 1080), (1280, 720), (320, 320), (1080, 1920), (1, 1)]
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    return ensure_model(
-        "standard", nc=2, size=SIZE, names=NAMES, path=tmp_path_factory.mktemp("m") / "two.onnx"
-    )
-
-
-@pytest.fixture(scope="module")
-def cluster(model):
+def cluster(two_class_onnx):
     with LocalCluster(
-        boards=1, backend="onnx", model=str(model.path), npu_cores=1, agent_overrides={"onnx_threads": 1}
+        boards=1,
+        backend="onnx",
+        model=str(two_class_onnx.path),
+        npu_cores=1,
+        agent_overrides={"onnx_threads": 1},
     ) as c:
         yield c
 
 
 @pytest.fixture(scope="module")
-def reference(model):
-    backend = create_backend(AgentConfig(node_name="ref", backend="onnx", model=str(model.path), npu_cores=1))
+def reference(two_class_onnx):
+    backend = create_backend(
+        AgentConfig(node_name="ref", backend="onnx", model=str(two_class_onnx.path), npu_cores=1)
+    )
     yield backend
     backend.close()
 

@@ -18,33 +18,23 @@ from PIL import Image
 pytest.importorskip("onnxruntime")
 
 from helpers.deepstack_requests import hand_letterbox, jpeg
+from helpers.two_class_model import NAMES, SIZE
 
 from npudure.backends import create_backend
 from npudure.config import AgentConfig
 from npudure.lab.local import LocalCluster
-from npudure.model.build import ensure_model
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
 from npudure.vision.frames import synthetic_frame
 
-NAMES = ("forklift", "pallet")
-SIZE = 320
-
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    return ensure_model(
-        "standard", nc=2, size=SIZE, names=NAMES, path=tmp_path_factory.mktemp("m") / "two.onnx"
-    )
-
-
-@pytest.fixture(scope="module")
-def cluster(model):
+def cluster(two_class_onnx):
     with LocalCluster(
         boards=1,
         backend="onnx",
-        model=str(model.path),
+        model=str(two_class_onnx.path),
         npu_cores=1,
         agent_overrides={"onnx_threads": 1},
         http_api=True,
@@ -83,7 +73,7 @@ def test_frigate_sized_jpeg_gets_what_grpc_gets_for_the_same_bytes(cluster) -> N
     assert body["timing"]["decode_us"] > 0 and body["backend"] == "onnx" and body["emulated"] is False
 
 
-def test_a_wide_png_comes_back_in_its_own_pixels(cluster, model) -> None:
+def test_a_wide_png_comes_back_in_its_own_pixels(cluster, two_class_onnx) -> None:
     """Against the model run in-process on a letterbox done by hand, mapped back by hand."""
     image = np.asarray(
         Image.fromarray(synthetic_frame(11, 512)).resize((1280, 720), Image.Resampling.BILINEAR)
@@ -93,7 +83,9 @@ def test_a_wide_png_comes_back_in_its_own_pixels(cluster, model) -> None:
     body = detect(cluster.http_url, buf.getvalue(), "image/png")
     assert (body["imageWidth"], body["imageHeight"]) == (1280, 720)
     lb = hand_letterbox(image, SIZE)
-    backend = create_backend(AgentConfig(node_name="ref", backend="onnx", model=str(model.path), npu_cores=1))
+    backend = create_backend(
+        AgentConfig(node_name="ref", backend="onnx", model=str(two_class_onnx.path), npu_cores=1)
+    )
     try:
         dets = backend.contexts[0].run(lb.frame).detections
     finally:

@@ -1,0 +1,17 @@
+"""The 2-class 320x320 model of the ONNX integration tests: ultralytics' standard single-output export
+with its own names in its metadata (not COCO), so a label taken from the scheduler's COCO table instead
+of the board's model would show. Built once a session (tests/integration/conftest.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from npudure.model.build import BuildResult, ensure_model
+
+NAMES = ("forklift", "pallet")
+SIZE = 320
+
+
+def build(folder: Path) -> BuildResult:
+    """The model in ``folder`` (ONNX and onnx required: callers importorskip onnxruntime first)."""
+    return ensure_model("standard", nc=len(NAMES), size=SIZE, names=NAMES, path=folder / "two.onnx")
