@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
+from npudure.agent import server as agent_server
 from npudure.agent.cpu_account import STAGES, THREADS, CpuAccount, CpuCollector
 from npudure.agent.pool import _worker_cpu
-from npudure.backends.base import ContextResult
+from npudure.backends.base import NO_DETECTIONS, Backend, Context, ContextResult
+from npudure.config import AgentConfig
+from npudure.proto import inference_pb2 as pb
 
 
 def test_stages_add_up_by_thread_and_export_bounded_series() -> None:
@@ -60,3 +66,52 @@ def test_worker_cpu_counts_the_rest_of_run_as_inference() -> None:
     bare = ContextResult(np.zeros((0, 6), np.float32), 0, 0, 0)  # a backend that measures nothing
     assert _worker_cpu(bare, 700) == {"inference": 700}
     assert _worker_cpu(result, 100)["inference"] == 0  # clock granularity never makes it negative
+
+
+class _IdleContext(Context):
+    def run(self, image: np.ndarray) -> ContextResult:
+        return ContextResult(NO_DETECTIONS, 0.0, 0.0, 0.0)
+
+
+class _IdleBackend(Backend):
+    name = "idle"
+
+    def __init__(self) -> None:
+        self._contexts: list[Context] = [_IdleContext()]
+
+    @property
+    def contexts(self) -> list[Context]:
+        return self._contexts
+
+
+class _Context:
+    """What Agent.Infer touches of a gRPC context on an OK frame."""
+
+    def set_trailing_metadata(self, metadata) -> None:
+        self.trailing = metadata
+
+    async def abort(self, code, message):
+        raise AssertionError(f"{code}: {message}")
+
+
+async def test_the_reply_stage_is_counted_once_per_ok_frame(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The reply's CPU is its build (in Infer) plus its serialization (gRPC's response serializer): each
+    counted once. The agent's clock reads are made to tick 1 µs apart, so each timed span is 1 µs."""
+    ticks = itertools.count(step=1_000)
+    monkeypatch.setattr(agent_server, "now_ns", lambda: next(ticks))
+    agent = agent_server.Agent(
+        AgentConfig(node_name="t", metrics_port=0, affinity={"sysfs_root": str(tmp_path)}), _IdleBackend()
+    )
+    request = pb.InferRequest(encoding=pb.ENCODING_RAW_RGB, frame=bytes(640 * 640 * 3))
+    try:
+        for frames in (1, 2):
+            agent.serialize_reply(await agent.Infer(request, _Context()))  # type: ignore[arg-type]
+            assert agent.cpu.frames == frames
+            # 1 µs to build + 1 µs to serialize, per frame: a second count of either would show.
+            assert agent.cpu.seconds()[("reply", "loop")] == pytest.approx(frames * 2e-6)
+            assert agent.cpu.seconds()[("check", "loop")] == pytest.approx(frames * 1e-6)
+    finally:
+        agent.pool.close()
+        agent.decoder.close()
