@@ -1,4 +1,5 @@
-"""Fakes for the agent's worker pool: an NPU context that blocks until its gate opens, and a wait helper."""
+"""Fakes for the agent's worker pool: an NPU context that blocks until its gate opens, one that answers at
+once (and a backend of one), and a wait helper."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from npudure.backends.base import NO_DETECTIONS, Context, ContextResult
+from npudure.backends.base import NO_DETECTIONS, Backend, Context, ContextResult
 
 # The fake contexts never look at the pixels: any frame the pool accepts will do.
 FRAME = np.zeros((4, 4, 3), dtype=np.uint8)
@@ -48,6 +49,26 @@ class GatedContext(Context):
 
     def close(self) -> None:
         self.closed = True
+
+
+class IdleContext(Context):
+    """Answers every frame at once, with no detections."""
+
+    def run(self, image: np.ndarray) -> ContextResult:
+        return ContextResult(NO_DETECTIONS, 0.0, 0.0, 0.0)
+
+
+class IdleBackend(Backend):
+    """One idle context; not emulated (so an agent treats it as real hardware, e.g. for cpufreq)."""
+
+    name = "idle"
+
+    def __init__(self) -> None:
+        self._contexts: list[Context] = [IdleContext()]
+
+    @property
+    def contexts(self) -> list[Context]:
+        return self._contexts
 
 
 async def wait_for(predicate: Callable[[], bool], timeout_s: float = 10.0) -> None:

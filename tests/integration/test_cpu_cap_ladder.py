@@ -10,12 +10,12 @@ import asyncio
 from pathlib import Path
 
 import grpc
-import numpy as np
 import pytest
+from helpers.pool import IdleBackend
 
 from npudure.agent import cpucap
 from npudure.agent.server import serve
-from npudure.backends.base import NO_DETECTIONS, Backend, Context, ContextResult
+from npudure.backends.base import Backend
 from npudure.backends.sim import SimBackend
 from npudure.board import cpufreq
 from npudure.config import AgentConfig, SimConfig
@@ -118,22 +118,10 @@ def test_a_failure_halfway_puts_back_the_clusters_already_capped(
 # ---------------------------------------------------------------- through the agent's gRPC API
 
 
-class _IdleContext(Context):
-    def run(self, image: np.ndarray) -> ContextResult:
-        return ContextResult(NO_DETECTIONS, 0.0, 0.0, 0.0)
-
-
-class _RealBoard(Backend):
+class _RealBoard(IdleBackend):
     """A backend that claims real hardware, so the agent caps the clock through cpufreq."""
 
     name = "fake-real"
-
-    def __init__(self) -> None:
-        self._contexts: list[Context] = [_IdleContext()]
-
-    @property
-    def contexts(self) -> list[Context]:
-        return self._contexts
 
 
 async def _ladder_over_grpc(config: AgentConfig, backend: Backend) -> list[pb.NodeStatus | str]:

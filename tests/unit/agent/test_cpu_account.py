@@ -9,12 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers.pool import IdleBackend
 from prometheus_client import CollectorRegistry, generate_latest
 
 from npudure.agent import server as agent_server
 from npudure.agent.cpu_account import STAGES, THREADS, CpuAccount, CpuCollector
 from npudure.agent.pool import _worker_cpu
-from npudure.backends.base import NO_DETECTIONS, Backend, Context, ContextResult
+from npudure.backends.base import ContextResult
 from npudure.config import AgentConfig
 from npudure.proto import inference_pb2 as pb
 
@@ -68,22 +69,6 @@ def test_worker_cpu_counts_the_rest_of_run_as_inference() -> None:
     assert _worker_cpu(result, 100)["inference"] == 0  # clock granularity never makes it negative
 
 
-class _IdleContext(Context):
-    def run(self, image: np.ndarray) -> ContextResult:
-        return ContextResult(NO_DETECTIONS, 0.0, 0.0, 0.0)
-
-
-class _IdleBackend(Backend):
-    name = "idle"
-
-    def __init__(self) -> None:
-        self._contexts: list[Context] = [_IdleContext()]
-
-    @property
-    def contexts(self) -> list[Context]:
-        return self._contexts
-
-
 class _Context:
     """What Agent.Infer touches of a gRPC context on an OK frame."""
 
@@ -102,7 +87,7 @@ async def test_the_reply_stage_is_counted_once_per_ok_frame(
     ticks = itertools.count(step=1_000)
     monkeypatch.setattr(agent_server, "now_ns", lambda: next(ticks))
     agent = agent_server.Agent(
-        AgentConfig(node_name="t", metrics_port=0, affinity={"sysfs_root": str(tmp_path)}), _IdleBackend()
+        AgentConfig(node_name="t", metrics_port=0, affinity={"sysfs_root": str(tmp_path)}), IdleBackend()
     )
     request = pb.InferRequest(encoding=pb.ENCODING_RAW_RGB, frame=bytes(640 * 640 * 3))
     try:
