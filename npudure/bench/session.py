@@ -28,7 +28,7 @@ from npudure import __version__
 from npudure.bench import analysis, cpu, experiments, report, telemetry_log
 from npudure.bench.cluster import ClusterAdmin, ClusterGuard, active_boards, state_name
 from npudure.bench.cluster_hold import ClusterHold
-from npudure.bench.lease import default_holder
+from npudure.bench.lease import LeaseKeeper, default_holder
 from npudure.bench.loop_bridge import LoopBridge
 from npudure.bench.payloads import FrameSet, make_frame_set
 from npudure.bench.progress import Progress
@@ -118,6 +118,10 @@ class BenchSession:
     @property
     def guard(self) -> ClusterGuard:
         return self.parts.hold.guard
+
+    @property
+    def lease(self) -> LeaseKeeper:
+        return self.parts.hold.lease
 
     @property
     def executor(self) -> RunExecutor:
