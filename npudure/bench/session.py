@@ -141,7 +141,7 @@ class BenchSession:
             self.result = ResultDir.create(self.out, self.results_base)
             self.boards = active_boards(hold.status_at_start)
             pids = SchedulerPids.find(self.target, self._scheduler_pids_arg)
-            frames = self.frames = self.frames or make_frame_set()
+            frames = self.frames = self.frames if self.frames is not None else make_frame_set()
             bridge = LoopBridge()
             targets = TargetChoice(self.target, hold.admin, self.settings, self.progress)
             bridge.run(targets.open())
@@ -160,17 +160,21 @@ class BenchSession:
             self._write_manifest(self.result, hold, pids, frames)
             self.progress.note(f"results -> {self.result.path}  (lease: {hold.lease.holder})")
         except BaseException:
-            self._close_parts(hold, bridge, targets)
-            self._finish_report()
+            try:
+                self._close_parts(hold, bridge, targets)
+            finally:
+                self._finish_report()
             raise
         self._open = _Open(hold, bridge, targets, executor)
 
     def close(self) -> None:
         """Restore the cluster, release the lease, write summary and report. Safe to call twice."""
         parts, self._open = self._open, None
-        if parts is not None:
-            self._close_parts(parts.hold, parts.bridge, parts.targets)
-        self._finish_report()
+        try:
+            if parts is not None:
+                self._close_parts(parts.hold, parts.bridge, parts.targets)
+        finally:
+            self._finish_report()
 
     def _close_parts(
         self, hold: ClusterHold, bridge: LoopBridge | None, targets: TargetChoice | None
