@@ -1023,7 +1023,7 @@ def _interrupt(signum: int, frame: Any) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM cleans up like Ctrl-C: finally blocks run
-    from npudure.client.proxyless import channel_options, fetch_route
+    from npudure.client.routes import channel_options, fetch_route
     from npudure.lab.local import LocalCluster
 
     def log(message: str) -> None:

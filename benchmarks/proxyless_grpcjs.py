@@ -21,7 +21,7 @@ from pathlib import Path
 
 import grpc
 
-from npudure.client.proxyless import fetch_route
+from npudure.client.routes import fetch_route
 from npudure.lab.local import LocalCluster
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc

@@ -35,7 +35,7 @@ import grpc
 import numpy as np
 
 from npudure.bench.fmt import text_table
-from npudure.client.proxyless import channel_options, fetch_route
+from npudure.client.routes import channel_options, fetch_route
 from npudure.lab.local import LocalCluster
 from npudure.proto import contract
 from npudure.proto import inference_pb2 as pb

@@ -48,7 +48,7 @@ class LoadTarget(Protocol):
 
 class Target:
     """``connections`` gRPC channels (separate TCP connections) to one scheduler or agent — or, given
-    the channel ``options`` of a proxyless route (npudure.client.proxyless.channel_options), to every
+    the channel ``options`` of a proxyless route (npudure.client.routes.channel_options), to every
     board of the route's target, balanced by gRPC itself."""
 
     def __init__(

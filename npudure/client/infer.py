@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
 import numpy as np
 
 from npudure.client import central
-from npudure.client.proxyless import RouteError, channel_options, fetch_route
+from npudure.client.proxyless import Proxyless
+from npudure.client.routes import RouteError
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
@@ -77,13 +80,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _open(args: argparse.Namespace) -> grpc.Channel:
-    if not args.proxyless:
-        return central.channel(args.target)  # retries UNAVAILABLE: rides out a scheduler restart
-    route = fetch_route(args.target, timeout_s=args.timeout)
-    if not args.json:
-        print(f"proxyless: {route.target} ({', '.join(name for name, _ in route.boards)})")
-    return security.channel(route.target, channel_options(route))
+# One request, its deadline in seconds -> the reply (the stub's Infer, or the proxyless client's).
+Send = Callable[[pb.InferRequest, float], pb.InferResponse]
+
+
+def _open(args: argparse.Namespace, stack: contextlib.ExitStack) -> Send | None:
+    """How this command sends; None when the target did not answer (said on stderr)."""
+    if args.proxyless:
+        client = stack.enter_context(Proxyless(args.target, route_timeout_s=args.timeout))
+        if not args.json:
+            print(f"proxyless: {client.route.target} ({', '.join(client.route.board_names)})")
+        return client.infer
+    channel = stack.enter_context(central.channel(args.target))  # retries UNAVAILABLE: rides out a restart
+    if not central.wait_connected(channel, args.timeout):
+        hint = central.TLS_HINT if security.client_tls() is None else ""
+        print(
+            f"npudure infer: cannot connect to {args.target} within {args.timeout:.0f}s: is the "
+            f"scheduler (or agent) running there?{hint}",
+            file=sys.stderr,
+        )
+        return None
+    stub = rpc.InferenceStub(channel)
+    return lambda request, timeout: stub.Infer(request, timeout=timeout)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -105,27 +123,20 @@ def run(args: argparse.Namespace) -> int:
         return 2
     nodes: Counter[str] = Counter()
     failures = 0
-    try:
-        opened = _open(args)
-    except (RouteError, security.SecurityError) as exc:
-        print(f"npudure infer: {exc}", file=sys.stderr)
-        return 1
-    with opened as channel:
-        if not args.proxyless and not central.wait_connected(channel, args.timeout):
-            hint = central.TLS_HINT if security.client_tls() is None else ""
-            print(
-                f"npudure infer: cannot connect to {args.target} within {args.timeout:.0f}s: is the "
-                f"scheduler (or agent) running there?{hint}",
-                file=sys.stderr,
-            )
+    with contextlib.ExitStack() as stack:
+        try:
+            send = _open(args, stack)
+        except (RouteError, security.SecurityError) as exc:
+            print(f"npudure infer: {exc}", file=sys.stderr)
             return 1
-        stub = rpc.InferenceStub(channel)
+        if send is None:
+            return 1
         for n in range(args.count):
             encoding, payload = sent[n % len(sent)]
             request = pb.InferRequest(request_id=f"cli-{n}", encoding=encoding, frame=payload)
             start = time.perf_counter()
             try:
-                reply = stub.Infer(request, timeout=args.timeout)
+                reply = send(request, args.timeout)
             except grpc.RpcError as exc:
                 failures += 1
                 print(

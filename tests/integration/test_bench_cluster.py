@@ -299,7 +299,7 @@ def test_hetero_restores_cap_policy_and_lease_after_an_exception(
 
     def execute_then_crash(spec: RunSpec):  # type: ignore[no-untyped-def]
         if spec.caps.get("board1"):
-            bench._configure(spec)  # the cap is applied ...
+            bench.executor.configure(spec)  # the cap is applied ...
             seen_caps.append(bench.admin.node_status(_address(cluster, "board1")).cpu_cap_mhz)  # type: ignore[union-attr]
             raise RuntimeError("injected failure mid-ladder")  # ... and then the harness dies
         return real_execute(spec)

@@ -12,7 +12,8 @@ import pytest
 from helpers.cli import run_npudure
 
 import npudure
-from npudure.client.proxyless import RouteError, RouteInfo, channel_options, fetch_route, open_aio_channel
+from npudure.client.proxyless import open_aio_channel
+from npudure.client.routes import RouteError, RouteInfo, channel_options, fetch_route
 from npudure.config import SchedulerConfig
 from npudure.lab.local import LocalCluster
 from npudure.proto import inference_pb2 as pb

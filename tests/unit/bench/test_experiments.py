@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -158,7 +159,8 @@ def test_the_session_executes_a_plan_in_order_numbering_every_run() -> None:
     executed: list[RunSpec] = []
     bench.execute = executed.append  # type: ignore[assignment,method-assign]
     bench.aggregate = lambda series: {"series": series, "warnings": ["w1"]}  # type: ignore[method-assign]
-    bench.admin, bench.guard = _FakeAdmin(), _FakeGuard()  # type: ignore[assignment]
+    # What an open session holds: here only the cluster's admin and guard are used.
+    bench._open = SimpleNamespace(hold=SimpleNamespace(admin=_FakeAdmin(), guard=_FakeGuard()))  # type: ignore[assignment]
     first = bench.run("scaling", per_board=2, repetitions=1)
     second = bench.run("scaling", "proxyless", per_board=2, repetitions=1)
     third = bench.scaling(2, repetitions=1)
