@@ -9,6 +9,7 @@ import sys
 from npudure import config as cfg
 from npudure.security.access import ListenError, SecurityError
 from npudure.service import memprofile
+from npudure.service.handover import AlreadyRunning
 from npudure.service.runtime import (
     EX_CONFIG,
     SCHEDULER_MALLOC_TUNING,
@@ -27,6 +28,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="validate the config and have the running scheduler apply its board set (ExecReload)",
     )
     parser.add_argument(
+        "--handover",
+        action="store_true",
+        help="validate the config and have the running scheduler hand its port over to a new process "
+        "(new code, certificates and settings) without a gap; waits until the new one serves",
+    )
+    parser.add_argument(
         "--memory-profile",
         type=float,
         metavar="SECONDS",
@@ -39,6 +46,10 @@ def run(args: argparse.Namespace) -> int:
         from npudure.scheduler import reload
 
         return reload.run(args.config)
+    if args.handover:
+        from npudure.scheduler import handover
+
+        return handover.run(args.config)
     config = load_service_config(cfg.SchedulerConfig, args.config, "scheduler")
     if config is None:
         return EX_CONFIG
@@ -59,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     except SecurityError as exc:
         print(f"npudure scheduler: {exc}", file=sys.stderr)
         return EX_CONFIG
-    except (StartupError, ListenError) as exc:
+    except (StartupError, ListenError, AlreadyRunning) as exc:
         print(f"npudure scheduler: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

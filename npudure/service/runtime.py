@@ -88,17 +88,3 @@ def setup_logging(level: str = "INFO") -> None:
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), handlers=[handler])
-
-
-async def wait_for_shutdown() -> None:
-    """Return on SIGTERM or SIGINT (when run from the main thread); otherwise wait until cancelled."""
-    import asyncio
-    import signal
-    import threading
-
-    stop = asyncio.Event()
-    if threading.current_thread() is threading.main_thread():
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
