@@ -77,7 +77,9 @@ def test_a_successor_that_cannot_start_leaves_the_scheduler_serving(tmp_path) ->
         # The command checks the file first: refused with the config's own error, nothing signalled.
         done = handover_command(cluster)
         assert done.returncode == 78, done.stderr
-        assert done.stderr.startswith("npudure scheduler: handover refused, the running scheduler keeps serving")
+        assert done.stderr.startswith(
+            "npudure scheduler: handover refused, the running scheduler keeps serving"
+        )
         assert "'no_such_policy' is not allowed" in done.stderr
         assert "Traceback" not in done.stderr
         # The signal itself (what the command sends after its check): the successor exits 78, the
