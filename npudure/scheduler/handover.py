@@ -38,7 +38,11 @@ def run(config_path: str, timeout_s: float | None = None) -> int:
     wait_s = timeout_s if timeout_s is not None else config.startup_wait_s + 70.0
     old = handover.read_pid(pid_file)
     if old is None or not handover.alive(old):
-        print(f"{PREFIX}: no scheduler is running ({pid_file} names none): start it", file=sys.stderr)
+        print(
+            f"{PREFIX}: no scheduler serves ({pid_file} names none: not running, still starting, or a "
+            "version without handover): start or restart it",
+            file=sys.stderr,
+        )
         return EX_NOT_RUNNING
     try:
         old, new = handover.request(pid_file, wait_s)

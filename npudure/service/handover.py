@@ -75,10 +75,11 @@ class PidFile:
                 "first, or use --handover to replace it"
             ) from None
         self.fd = fd
-        self.write()
+        # Empty until this process serves (``write``): a handover asked for before then finds no one.
+        os.ftruncate(fd, 0)
 
     def write(self) -> None:
-        """This process is the one serving (called at start, and by a successor once it serves)."""
+        """This process is the one serving (called once it serves, a successor's included)."""
         assert self.fd is not None
         os.ftruncate(self.fd, 0)
         os.pwrite(self.fd, f"{os.getpid()}\n".encode(), 0)

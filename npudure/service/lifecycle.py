@@ -59,6 +59,8 @@ class Lifecycle:
         if self.settings is not None:
             self._pid = handover.PidFile(self.settings.pid_file)
             self._pid.acquire()
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(handover.SIGNAL, signal.SIG_IGN)  # until run(): SIGUSR2 would kill us
 
     @property
     def reuse_port(self) -> bool:
@@ -68,8 +70,8 @@ class Lifecycle:
     async def serving(self, status: str) -> None:
         """We serve: READY=1 (and MAINPID= when taking over), the watchdog pings, the predecessor told."""
         successor = handover.predecessor() is not None
-        if self._pid is not None and successor:
-            self._pid.write()
+        if self._pid is not None:
+            self._pid.write()  # from now on a handover may be asked for (run() handles SIGUSR2)
         head = f"MAINPID={os.getpid()}\n" if successor else ""
         sdnotify.notify(f"{head}READY=1\nSTATUS={status}")
         self._pinger = asyncio.create_task(sdnotify.watchdog())

@@ -22,6 +22,8 @@ def test_a_second_process_cannot_take_the_pid_file_while_the_first_holds_it(tmp_
     path = tmp_path / handover.PID_NAME
     first = handover.PidFile(path)
     first.acquire()
+    assert handover.read_pid(path) is None  # named only once it serves
+    first.write()
     assert handover.read_pid(path) == os.getpid()
     code = (
         "from pathlib import Path; from npudure.service import handover; "
