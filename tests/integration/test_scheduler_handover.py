@@ -8,12 +8,13 @@ from __future__ import annotations
 import os
 import signal
 import time
+import urllib.request
 from pathlib import Path
 
 from helpers.fleet_ops import failures, start_load, wait_for
 from helpers.handover import NotifySocket, handover_command, running, stop_pid
 
-from npudure.lab.local import LocalCluster, wait_serving
+from npudure.lab.local import LocalCluster, free_port, wait_serving
 from npudure.service import handover
 
 
@@ -98,3 +99,29 @@ def test_a_successor_that_cannot_start_leaves_the_scheduler_serving(tmp_path) ->
     assert total > 50
     assert failed == 0, errors
     assert "handover failed, this process" in cluster.logs("scheduler")
+
+
+def test_the_http_api_and_metrics_ports_are_handed_over_too(tmp_path) -> None:
+    metrics_port = free_port()
+    cluster = LocalCluster(
+        boards=1,
+        workdir=tmp_path,
+        http_api=True,
+        scheduler_overrides={"state_file": str(tmp_path / "state.json"), "metrics_port": metrics_port},
+    )
+    successor = 0
+    with cluster:
+        assert cluster.scheduler is not None and cluster.scheduler.process is not None
+        ping = cluster.http_url.replace("/v1/vision/detection", "/v1/server/status/ping")
+        metrics = f"http://127.0.0.1:{metrics_port}/metrics"
+        assert urllib.request.urlopen(ping, timeout=5).status == 200
+        try:
+            done = handover_command(cluster)
+            assert done.returncode == 0, done.stderr  # the successor bound both ports beside the old one
+            successor = handover.read_pid(tmp_path / handover.PID_NAME) or 0
+            assert cluster.scheduler.process.wait(timeout=30) == 0
+            assert urllib.request.urlopen(ping, timeout=5).status == 200
+            assert b"npudure_scheduler" in urllib.request.urlopen(metrics, timeout=5).read()
+        finally:
+            if successor:
+                stop_pid(successor)
