@@ -9,7 +9,7 @@ import sys
 from npudure import config as cfg
 from npudure.security.access import ListenError, SecurityError
 from npudure.service import memprofile
-from npudure.service.handover import AlreadyRunning
+from npudure.service.handover import AlreadyRunning, report_failure
 from npudure.service.runtime import (
     EX_CONFIG,
     SCHEDULER_MALLOC_TUNING,
@@ -68,11 +68,16 @@ def run(args: argparse.Namespace) -> int:
     try:
         asyncio.run(memprofile.run_with_profile(serve(config, config_path=args.config), profile_s))
     except SecurityError as exc:
-        print(f"npudure scheduler: {exc}", file=sys.stderr)
-        return EX_CONFIG
+        return _failed(str(exc), EX_CONFIG)
     except (StartupError, ListenError, AlreadyRunning) as exc:
-        print(f"npudure scheduler: {exc}", file=sys.stderr)
-        return 1
+        return _failed(str(exc), 1)
     except KeyboardInterrupt:
         pass
     return 0
+
+
+def _failed(message: str, code: int) -> int:
+    """Say why on stderr (the journal) and, as a handover's successor, to the process that waits."""
+    print(f"npudure scheduler: {message}", file=sys.stderr)
+    report_failure(message)
+    return code

@@ -37,6 +37,7 @@ ENV_FD = "NPUDURE_HANDOVER_FD"
 ENV_FROM = "NPUDURE_HANDOVER_FROM"
 ENV_LOCK_FD = "NPUDURE_HANDOVER_LOCK_FD"
 READY = b"ready\n"
+FAILED = b"failed: "
 PID_NAME = "scheduler.pid"
 STATUS_NAME = "handover.json"
 SIGNAL = signal.SIGUSR2
@@ -185,8 +186,18 @@ async def spawn_successor(
     if not reason:  # the pipe closed: it exited (or closed it) before serving
         code = await asyncio.to_thread(_wait, process, 5.0)
         reason = f"the new process (pid {process.pid}) {_exit_words(code)} before serving"
+        if said.startswith(FAILED):
+            reason += ": " + said[len(FAILED) :].decode(errors="replace").strip()
     await asyncio.to_thread(_stop, process)
     raise HandoverError(reason)
+
+
+def report_failure(message: str) -> None:
+    """A successor that cannot serve: its reason, in its own words, on the pipe (a no-op otherwise)."""
+    value = os.environ.get(ENV_FD, "")
+    if value.isdigit():
+        with contextlib.suppress(OSError):
+            os.write(int(value), FAILED + message.encode()[:2000] + b"\n")
 
 
 def _read_all(fd: int) -> bytes:
@@ -216,8 +227,8 @@ def _exit_words(code: int | None) -> str:
     if code < 0:
         return f"was killed by {signal.Signals(-code).name}"
     if code == 78:
-        return "exited with status 78 (a configuration error; its own line is in the log just above)"
-    return f"exited with status {code} (its reason is in the log just above)"
+        return "exited with status 78 (a configuration error)"
+    return f"exited with status {code}"
 
 
 # ---------------------------------------------------------------------------------------- successor

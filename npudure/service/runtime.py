@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from npudure import config as cfg
+from npudure.service import handover
 
 # glibc returns each 1.2 MB frame buffer to the kernel after use and faults it in again on the next
 # request (~3 us per page on a VM): measured here, this halves the CPU cost of receiving a frame.
@@ -59,6 +60,7 @@ def load_service_config(model: type[cfg.Model], path: str | Path, command: str) 
         return cfg.load(model, path)
     except cfg.ConfigError as exc:
         print(f"npudure {command}: {exc}", file=sys.stderr)
+        handover.report_failure(" ".join(str(exc).split()))  # one line, to a predecessor if any
         return None
 
 

@@ -90,7 +90,7 @@ def test_a_successor_that_cannot_start_leaves_the_scheduler_serving(tmp_path) ->
         wait_for("the failed handover's status", lambda: handover.Status.read(status_path) is not None, 60)
         status = handover.Status.read(status_path)
         assert status is not None and not status.ok and status.predecessor == old
-        assert "status 78" in status.reason, status
+        assert "status 78" in status.reason and "'no_such_policy' is not allowed" in status.reason, status
         failed, total, errors, _ = failures(load)
         assert cluster.scheduler.process.poll() is None
         assert handover.read_pid(tmp_path / handover.PID_NAME) == old

@@ -58,6 +58,18 @@ def test_a_successor_that_exits_with_a_config_error_is_reported_as_one() -> None
         asyncio.run(handover.spawn_successor(30, command=command))
 
 
+def test_a_successor_that_says_why_it_failed_is_quoted() -> None:
+    code = (
+        "from npudure.service import handover; "
+        "handover.report_failure('cannot listen on 127.0.0.1:1: the port is in use'); raise SystemExit(1)"
+    )
+    with pytest.raises(handover.HandoverError) as caught:
+        asyncio.run(handover.spawn_successor(30, command=[sys.executable, "-c", code]))
+    assert str(caught.value).endswith(
+        "exited with status 1 before serving: cannot listen on 127.0.0.1:1: the port is in use"
+    )
+
+
 def test_a_silent_successor_is_stopped_after_the_timeout() -> None:
     command = [sys.executable, "-c", "import time; time.sleep(60)"]
     started = time.monotonic()
