@@ -1,10 +1,13 @@
-"""Operator scenarios on loopback, with real processes: a scheduler restart under central load, and a
-board added by ``ReloadBoards`` (what ``systemctl reload npudure-scheduler`` runs).
+"""Operator scenarios on loopback, with real processes: a scheduler restart under central load, a
+scheduler handover (``npudure scheduler --handover``: what the role now runs for a new package,
+certificate or setting), and a board added by ``ReloadBoards`` (``systemctl reload npudure-scheduler``).
 
 Prints, with the conditions:
 - scheduler-restart: failed requests and the longest stretch without a successful reply (the issue's
   figure: 0 failed, no stretch of 0.5 s or more), and where the time went — SIGTERM, the old process's
   exit, the new one SERVING, the first successful reply after the restart, from the scheduler's log;
+- handover: the same figures for a handover (the successor binds the same port, serves, then the old
+  process closes its listener, sends GOAWAY and finishes its requests), with its timeline;
 - add-board: seconds from the ``ReloadBoards`` call to the first request the new board receives (the
   issue's figure: within 5 s of its play), polled on the board's own ``served_total``.
 
@@ -13,6 +16,7 @@ the cluster is ``npudure.lab.local.LocalCluster`` (sim agents: an EMULATED NPU).
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/operations.py            # ~40 s
     PYTHONPATH=$PWD .venv/bin/python benchmarks/operations.py --restarts 3
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/operations.py --only handover
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import os
 import platform
 import re
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -37,12 +42,13 @@ from npudure.lab.local import LocalCluster, wait_serving
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
+from npudure.service import handover
 
 FRAME = pb.InferRequest(
     encoding=pb.ENCODING_RAW_RGB, frame=np.zeros((640, 640, 3), np.uint8).tobytes()
 ).SerializeToString()
 LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \w+ [\w.]+: (.*)$")
-MARKS = ("NOT_SERVING", "stopped", "starting on", "restored from", "scheduler serving on")
+MARKS = ("NOT_SERVING", "stopped", "starting on", "restored from", "scheduler serving on", "handover")
 
 
 def log_marks(text: str) -> list[tuple[float, str]]:
@@ -114,6 +120,83 @@ def scheduler_restart(args: argparse.Namespace, out: Path) -> None:
             print()
 
 
+def _running(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie has exited: the successor's parent was the old process)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+def _wait_gone(pid: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def hand_over(config: Path, pid_file: Path, steps: list[tuple[float, str]]) -> None:
+    """``npudure scheduler --handover`` (the role's handler), then wait for the old process to exit."""
+    old = handover.read_pid(pid_file)
+    steps.append((time.time(), f"handover command run (old pid {old})"))
+    command = [sys.executable, "-m", "npudure", "scheduler", "--config", str(config), "--handover"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        raise RuntimeError(f"handover failed: {done.stderr.strip()}")
+    steps.append((time.time(), f"handover command returned (new pid {handover.read_pid(pid_file)})"))
+    if old is not None:
+        _wait_gone(old, 60)
+    steps.append((time.time(), "old process exited"))
+
+
+def scheduler_handover(args: argparse.Namespace, out: Path) -> None:
+    frames = FrameSet((FRAME,), (640 * 640 * 3,), "raw", "zeros 640x640x3")
+    with tempfile.TemporaryDirectory() as tmp:
+        pid_file = Path(tmp) / handover.PID_NAME
+        cluster = LocalCluster(
+            boards=3,
+            time_scale=args.time_scale,
+            workdir=Path(tmp),
+            log_level="INFO",
+            scheduler_overrides={"state_file": str(Path(tmp) / "state.json")},
+        )
+        try:
+            cluster.start()
+            assert cluster.scheduler is not None
+            for i in range(args.restarts):
+                steps: list[tuple[float, str]] = []
+                log_start = len(cluster.logs("scheduler"))
+                (out / f"handover-{i}").mkdir(parents=True, exist_ok=True)
+                wall0 = time.time()
+                config = cluster.scheduler.config_path
+
+                def action(steps: list[tuple[float, str]] = steps, config: Path = config) -> None:
+                    hand_over(config, pid_file, steps)
+
+                results = run_operation(
+                    cluster.address, "scheduler-handover", action, frames, args.concurrency,
+                    out / f"handover-{i}", baseline_s=2.0, tail_s=2.0, budget_s=60.0,
+                    modes=("scheduler",), log=lambda _: None,
+                )  # fmt: skip
+                print(table(results))
+                r = results[0]
+                marks = sorted(steps + log_marks(cluster.logs("scheduler")[log_start:]))
+                t_cmd = steps[0][0]
+                if r.gap_at_s is not None and r.longest_gap_s is not None:
+                    gap_start = wall0 + r.gap_at_s
+                    marks.append((gap_start, "longest gap starts (last reply before it)"))
+                    marks.append((gap_start + r.longest_gap_s, "longest gap ends (first reply after it)"))
+                print(f"handover {i + 1} timeline (s from the command):")
+                for when, what in sorted(marks):
+                    print(f"  {when - t_cmd:+7.3f}  {what}")
+                print()
+        finally:
+            successor = handover.read_pid(pid_file)
+            if successor and cluster.scheduler is not None and successor != cluster.scheduler.pid:
+                os.kill(successor, signal.SIGTERM)  # not our child: the first old process started it
+                _wait_gone(successor, 30)
+            cluster.stop()
+
+
 def add_board(args: argparse.Namespace, out: Path) -> None:
     frames = FrameSet((FRAME,), (640 * 640 * 3,), "raw", "zeros 640x640x3")
     with LocalCluster(boards=2, time_scale=args.time_scale) as cluster:
@@ -153,10 +236,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--restarts", type=int, default=2, help="scheduler restarts, one after another (2)")
+    parser.add_argument(
+        "--restarts", type=int, default=2, help="scheduler restarts (and handovers), one after another (2)"
+    )
     parser.add_argument("--concurrency", type=int, default=6, help="closed-loop requests outstanding (6)")
     parser.add_argument("--time-scale", type=float, default=3.0, help="sim agents' time scale (3.0)")
-    parser.add_argument("--only", choices=("restart", "add-board"), help="run one scenario")
+    parser.add_argument("--only", choices=("restart", "handover", "add-board"), help="run one scenario")
     parser.add_argument("--out", type=Path, default=Path("build/operations"), help="samples and JSON")
     args = parser.parse_args(argv)
     print(
@@ -169,6 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     print()
     if args.only in (None, "restart"):
         scheduler_restart(args, args.out)
+    if args.only in (None, "handover"):
+        scheduler_handover(args, args.out)
     if args.only in (None, "add-board"):
         add_board(args, args.out)
     return 0

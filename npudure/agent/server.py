@@ -29,9 +29,9 @@ from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
 from npudure.security import admin_inputs
-from npudure.service import grpc_limits, sdnotify
-from npudure.service.runtime import SERVER_OPTIONS, wait_for_shutdown
-from npudure.service.shutdown import graceful_stop
+from npudure.service import grpc_limits
+from npudure.service.lifecycle import Lifecycle
+from npudure.service.runtime import SERVER_OPTIONS
 from npudure.vision import frames
 
 log = logging.getLogger(__name__)
@@ -357,15 +357,15 @@ async def serve(
     )
     if ready:
         ready.set()
-    pinger = await sdnotify.serving(f"serving on {config.listen}")
+    # No handover for the agent yet (it would need the pid file the scheduler keeps beside its state).
+    lifecycle = Lifecycle(server, agent.health, config.shutdown)
+    await lifecycle.serving(f"serving on {config.listen}")
     try:
-        await wait_for_shutdown()
+        await lifecycle.run()
         log.info("agent %s shutting down", config.node_name)
     finally:
-        sdnotify.notify("STOPPING=1")
-        pinger.cancel()
         watchdog.cancel()
         connections.cancel()
-        await graceful_stop(server, agent.health, config.shutdown)
+        await lifecycle.stop()
         agent.pool.close()
         agent.decoder.close()

@@ -138,8 +138,10 @@ def server_ssl(scheduler: SchedulerConfig, api: HttpApiConfig) -> ssl.SSLContext
 
 
 class HttpApi:
-    def __init__(self, scheduler: Scheduler, config: HttpApiConfig) -> None:
+    def __init__(self, scheduler: Scheduler, config: HttpApiConfig, reuse_port: bool = False) -> None:
         self.scheduler = scheduler
+        self.reuse_port = reuse_port  # SO_REUSEPORT: the port is shared with a successor (handover)
+        self.site: web.TCPSite | None = None
         self.config = config
         self.api_key = read_api_key(config.api_key_file)
         self.active = 0
@@ -172,7 +174,10 @@ class HttpApi:
         )
         await self.runner.setup()
         try:
-            await web.TCPSite(self.runner, host, port, ssl_context=context, backlog=1024).start()
+            self.site = web.TCPSite(
+                self.runner, host, port, ssl_context=context, backlog=1024, reuse_port=self.reuse_port or None
+            )
+            await self.site.start()
         except OSError as exc:
             await self.stop()
             raise ListenError(
@@ -181,6 +186,12 @@ class HttpApi:
             ) from None
         self.url = f"{'https' if context else 'http'}://{host}:{port}/v1/vision/detection"
         log.info("DeepStack-compatible HTTP API on %s", self.url)
+
+    async def close_listener(self) -> None:
+        """Stop accepting (a handover: new connections go to the successor); requests in flight go on."""
+        if self.site is not None:
+            site, self.site = self.site, None
+            await site.stop()
 
     async def stop(self) -> None:
         if self.runner is not None:
@@ -372,10 +383,10 @@ def _min_confidence(value: object) -> float:
     return number
 
 
-async def start(scheduler: Scheduler) -> HttpApi | None:
+async def start(scheduler: Scheduler, reuse_port: bool = False) -> HttpApi | None:
     """Serve the HTTP API when the scheduler config has ``http_api``; None when it is off."""
     if scheduler.config.http_api is None:
         return None
-    api = HttpApi(scheduler, scheduler.config.http_api)
+    api = HttpApi(scheduler, scheduler.config.http_api, reuse_port)
     await api.start()
     return api

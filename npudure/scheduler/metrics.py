@@ -58,8 +58,15 @@ class SchedulerMetrics:
     def watch_admin(self, guard: AdminGuard) -> None:
         self.registry.register(AdminRefusals(lambda: guard.refused))
 
-    def serve(self, listen: str, port: int, metrics_listen: str | None, tls: TlsConfig | None) -> object:
-        return metrics_http.serve(self.registry, listen, port, metrics_listen, tls)
+    def serve(
+        self,
+        listen: str,
+        port: int,
+        metrics_listen: str | None,
+        tls: TlsConfig | None,
+        reuse_port: bool = False,
+    ) -> metrics_http.BoundedMetricsServer | None:
+        return metrics_http.serve(self.registry, listen, port, metrics_listen, tls, reuse_port)
 
 
 class _Method:

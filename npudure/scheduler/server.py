@@ -22,11 +22,12 @@ from npudure.scheduler.membership import Membership, ReloadError
 from npudure.scheduler.metrics import SchedulerMetrics
 from npudure.scheduler.policies import POLICIES, make_policy
 from npudure.scheduler.route import ServingPusher, build_route, resolve
+from npudure.scheduler.state import state_path
 from npudure.security import access as security
 from npudure.security import admin_inputs
-from npudure.service import grpc_limits, sdnotify
-from npudure.service.runtime import SERVER_OPTIONS, wait_for_shutdown
-from npudure.service.shutdown import graceful_stop
+from npudure.service import grpc_limits, handover, metrics_http
+from npudure.service.lifecycle import HandoverSettings, Lifecycle
+from npudure.service.runtime import SERVER_OPTIONS
 
 if TYPE_CHECKING:  # imported at run time only when configured (see _start_http_api)
     from npudure.scheduler import http_api
@@ -297,51 +298,69 @@ class Scheduler(rpc.ClusterServicer):
                 await channel.close()
 
 
-async def _start_http_api(scheduler: Scheduler) -> http_api.HttpApi | None:
+async def _start_http_api(scheduler: Scheduler, reuse_port: bool) -> http_api.HttpApi | None:
     """The DeepStack-compatible HTTP API, when configured. Imported only then: aiohttp alone is most
     of the scheduler's import time, and a restart is without a scheduler for as long as it imports."""
     if scheduler.config.http_api is None:
         return None
     from npudure.scheduler import http_api
 
-    return await http_api.start(scheduler)
+    return await http_api.start(scheduler, reuse_port)
+
+
+def handover_settings(config: SchedulerConfig) -> HandoverSettings | None:
+    """Handover needs the pid file (beside the state file): without a state folder there is none."""
+    state = state_path(config.state_file)
+    if state is None:
+        return None
+    # The successor checks its boards before it serves: give it that and the start-up beside it.
+    return HandoverSettings(state.parent / handover.PID_NAME, timeout_s=config.startup_wait_s + 60.0)
 
 
 async def serve(
     config: SchedulerConfig, ready: asyncio.Event | None = None, config_path: str | None = None
 ) -> None:
     log.info("starting on %s with %d boards", config.listen, len(config.boards))
+    settings = handover_settings(config)
     # SecurityError (a token or certificate file) is a configuration error
     scheduler = Scheduler(config, config_path)
     inflight = len(config.boards) * config.board_max_inflight
+    # SO_REUSEPORT only with the pid file's lock: a successor shares the port for the handover, while
+    # a second scheduler started by mistake is refused by the lock (handover.AlreadyRunning).
+    options = [("grpc.so_reuseport", 1)] if settings is not None else SERVER_OPTIONS
     server = grpc_limits.server(
-        config.limits, config.max_message_bytes, config.queue_limit + inflight, SERVER_OPTIONS
+        config.limits, config.max_message_bytes, config.queue_limit + inflight, options
     )
+    lifecycle = Lifecycle(server, scheduler.health, config.shutdown, settings)
+    try:
+        lifecycle.claim()
+    except BaseException:
+        await scheduler.close()
+        raise
     server.add_generic_rpc_handlers((scheduler.inference_handler(),))
     rpc.add_ClusterServicer_to_server(scheduler, server)
     health_pb2_grpc.add_HealthServicer_to_server(scheduler.health, server)
     reflection.enable_server_reflection(SERVICE_NAMES, server)
-    port = security.add_port(server, config.listen, config.tls)
     # The port first, the boards' first health checks after: a restart leaves central clients without
     # a scheduler only while the new process imports and reads its config. Until the checks answer,
     # the configured boards count as UP (as they were: drains come from the state file), and a request
     # that meets a dead one is retried on another; the checks then take it out.
-    await server.start()
+    http = None
     try:
+        port = security.add_port(server, config.listen, config.tls)
+        await server.start()
         await scheduler.wait_for_boards()
+        scheduler.start_monitors()
+        http = await _start_http_api(scheduler, lifecycle.reuse_port)
     except BaseException:
         await server.stop(grace=0)
         await scheduler.close()
-        raise
-    scheduler.start_monitors()
-    try:
-        http = await _start_http_api(scheduler)
-    except BaseException:
-        await server.stop(grace=0)
-        await scheduler.close()
+        lifecycle.release()
         raise
     connections = asyncio.create_task(grpc_limits.watch_connections(port, config.limits))
-    scheduler.metrics.serve(config.listen, config.metrics_port, config.metrics_listen, config.tls)
+    metrics = scheduler.metrics.serve(
+        config.listen, config.metrics_port, config.metrics_listen, config.tls, lifecycle.reuse_port
+    )
     for name in ("", contract.INFERENCE):
         await scheduler.health.set(name, health_pb2.HealthCheckResponse.SERVING)
     log.info(
@@ -353,14 +372,21 @@ async def serve(
     )
     if ready:
         ready.set()
-    pinger = await sdnotify.serving(f"serving on {config.listen}")
+
+    async def close_listeners() -> None:
+        # New HTTP and metrics connections go to the successor from now on.
+        if metrics is not None:
+            await asyncio.to_thread(metrics_http.close, metrics)
+        if http is not None:
+            await http.close_listener()
+
+    lifecycle.on_handed_over = close_listeners
+    await lifecycle.serving(f"serving on {config.listen}")
     try:
-        await wait_for_shutdown()
+        await lifecycle.run()
     finally:
-        sdnotify.notify("STOPPING=1")
-        pinger.cancel()
         connections.cancel()
-        await graceful_stop(server, scheduler.health, config.shutdown)
+        await lifecycle.stop()
         log.info("stopped serving; closing the board channels")
         if http is not None:
             await http.stop()

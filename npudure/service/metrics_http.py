@@ -67,14 +67,23 @@ class BoundedMetricsServer(ThreadingMixIn, WSGIServer):
     REQUEST_TIMEOUT_S = 5.0
     REQUEST_DEADLINE_S = 10.0
 
-    def __init__(self, address: tuple[str, int], ssl_context: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self, address: tuple[str, int], ssl_context: ssl.SSLContext | None = None, reuse_port: bool = False
+    ) -> None:
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        self.reuse_port = reuse_port
         super().__init__(address, _QuietHandler)
         self.ssl_context = ssl_context
         self._slots = threading.BoundedSemaphore(self.MAX_CLIENTS)
         self.refused = 0
         self.errors = 0
         self._last_log = float("-inf")
+
+    def server_bind(self) -> None:
+        # Shared with a successor during a handover (socketserver's allow_reuse_port is 3.11+).
+        if self.reuse_port:
+            self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        super().server_bind()
 
     def process_request(self, request: _Request, client_address: tuple[str, int]) -> None:
         if not self._slots.acquire(blocking=False):
@@ -134,7 +143,12 @@ def _server_tls(tls: TlsConfig) -> ssl.SSLContext:
 
 
 def serve(
-    registry: CollectorRegistry, listen: str, port: int, metrics_listen: str | None, tls: TlsConfig | None
+    registry: CollectorRegistry,
+    listen: str,
+    port: int,
+    metrics_listen: str | None,
+    tls: TlsConfig | None,
+    reuse_port: bool = False,
 ) -> BoundedMetricsServer | None:
     """Start the endpoint in a daemon thread; returns its server (for shutdown) or None when off."""
     address = metrics_address(listen, port, metrics_listen)
@@ -142,7 +156,13 @@ def serve(
         return None
     if tls is not None:  # npudure_tls_certificate_expiry_timestamp_seconds
         registry.register(CertificateExpiry(tls))
-    server = BoundedMetricsServer(address, _server_tls(tls) if tls else None)
+    server = BoundedMetricsServer(address, _server_tls(tls) if tls else None, reuse_port)
     server.set_app(prometheus_client.make_wsgi_app(registry))
     threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()
     return server
+
+
+def close(server: BoundedMetricsServer) -> None:
+    """Stop accepting and close the listener (blocks until serve_forever returns)."""
+    server.shutdown()
+    server.server_close()

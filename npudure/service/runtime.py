@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from npudure import config as cfg
+from npudure.service import handover
 
 # glibc returns each 1.2 MB frame buffer to the kernel after use and faults it in again on the next
 # request (~3 us per page on a VM): measured here, this halves the CPU cost of receiving a frame.
@@ -59,6 +60,7 @@ def load_service_config(model: type[cfg.Model], path: str | Path, command: str) 
         return cfg.load(model, path)
     except cfg.ConfigError as exc:
         print(f"npudure {command}: {exc}", file=sys.stderr)
+        handover.report_failure(" ".join(str(exc).split()))  # one line, to a predecessor if any
         return None
 
 
@@ -88,17 +90,3 @@ def setup_logging(level: str = "INFO") -> None:
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), handlers=[handler])
-
-
-async def wait_for_shutdown() -> None:
-    """Return on SIGTERM or SIGINT (when run from the main thread); otherwise wait until cancelled."""
-    import asyncio
-    import signal
-    import threading
-
-    stop = asyncio.Event()
-    if threading.current_thread() is threading.main_thread():
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-    await stop.wait()

@@ -41,9 +41,3 @@ async def watchdog() -> None:
     while True:
         notify("WATCHDOG=1")
         await asyncio.sleep(interval)
-
-
-async def serving(status: str) -> asyncio.Task[None]:
-    """Tell systemd we serve (Type=notify) and start the watchdog pings; cancel the task on shutdown."""
-    notify(f"READY=1\nSTATUS={status}")
-    return asyncio.create_task(watchdog())

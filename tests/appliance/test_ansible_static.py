@@ -312,3 +312,26 @@ def test_agent_config_carries_the_converted_models_names_and_size(tmp_path: Path
         config.AgentConfig, yaml.safe_load((plain / "board1-agent.yml").read_text()), "board1"
     )
     assert agent.class_names is None and agent.input_size is None
+
+
+def test_the_scheduler_is_handed_over_first_and_restarted_only_when_that_cannot_work() -> None:
+    handlers = yaml.safe_load((ROOT / "roles/npudure_scheduler/handlers/main.yml").read_text())
+    by_name = {h["name"]: h for h in handlers}
+    names = list(by_name)
+    handover, restart = by_name["Hand over npudure-scheduler"], by_name["Restart npudure-scheduler"]
+    assert names.index("Hand over npudure-scheduler") < names.index("Restart npudure-scheduler")
+    # Notified together, always: the restart reads what the handover registered.
+    assert handover["listen"] == restart["listen"]
+    assert handover["ansible.builtin.command"]["argv"][1:] == [
+        "scheduler",
+        "--config",
+        "{{ _npudure_scheduler_config }}",
+        "--handover",
+    ]
+    assert "__npudure_scheduler_unit is not changed" in handover["when"]
+    assert "rc not in [0, 3]" in handover["failed_when"]
+    assert "__npudure_scheduler_unit is changed" in restart["when"][-1]
+    assert "rc == 3" in restart["when"][-1]
+    tasks = (ROOT / "roles/npudure_scheduler/tasks/configure.yml").read_text()
+    for topic in {t["notify"] for t in yaml.safe_load(tasks) if "notify" in t} - {"Reload npudure-scheduler"}:
+        assert topic in handover["listen"], topic

@@ -146,6 +146,68 @@ def test_a_scheduler_restart_under_load_costs_no_request(fleet, tmp_path: Path) 
     _assert_no_request_lost(results, central_gap_is_reported=True)
 
 
+# What the role's "Hand over npudure-scheduler" handler runs on the scheduler host (its defaults).
+HANDOVER = [
+    "env",
+    "STATE_DIRECTORY=/var/lib/npudure-scheduler",
+    "CREDENTIALS_DIRECTORY=/etc/npudure",
+    "/opt/npudure/venv/bin/npudure",
+    "scheduler",
+    "--config",
+    "/etc/npudure/scheduler.yml",
+    "--handover",
+]
+
+
+def _sched_restarts(fleet) -> str:
+    cmd = ["systemctl", "show", "-p", "NRestarts", "--value", "npudure-scheduler"]
+    return fleet.lab.exec("sched", cmd, timeout=10).stdout.strip()
+
+
+@pytest.mark.timeout(600)
+def test_a_scheduler_handover_under_load_costs_no_request(fleet, tmp_path: Path) -> None:
+    """The role's handover path on the scheduler host: the running scheduler starts its successor on
+    the same port, systemd follows MAINPID= to it (NotifyAccess=all), the old one steps down. Central
+    clients see no stretch of MAX_GAP_S without a reply (unlike a restart), proxyless ones keep their
+    boards; the unit was not restarted (same NRestarts, active throughout)."""
+    from npudure.bench.payloads import make_frame_set
+    from npudure.faults.operations import run_operation, table
+
+    before, restarts = _sched_pid(fleet), _sched_restarts(fleet)
+    said: list[str] = []
+
+    def hand_over() -> None:
+        done = fleet.lab.exec("sched", HANDOVER, timeout=180)
+        assert done.returncode == 0, (
+            f"exit {done.returncode} (3: the running scheduler predates the handover; provision the lab "
+            f"with this tree first): {done.stderr}"
+        )
+        said.append(done.stdout.strip())
+        ok, states = fleet.wait_all_up(60)
+        assert ok, states
+
+    results = run_operation(
+        fleet.scheduler,
+        "scheduler-handover",
+        hand_over,
+        make_frame_set("raw", 4, 0),
+        3,
+        tmp_path,
+        budget_s=180,
+    )
+    print(table(results))
+    after = _sched_pid(fleet)
+    assert after != before, "systemd's MainPID did not move to the successor"
+    assert f"pid {after} serves" in said[0], said
+    assert _sched_restarts(fleet) == restarts, "the unit was restarted, not handed over"
+    active = fleet.lab.exec("sched", ["systemctl", "is-active", "npudure-scheduler"], timeout=10)
+    assert active.stdout.strip() == "active", active.stdout
+    # The old process finishes its requests (shutdown.grace_s at most) and exits.
+    gone = ["sh", "-c", f"for i in $(seq 150); do test -e /proc/{before} || exit 0; sleep 0.1; done; exit 1"]
+    assert fleet.lab.exec("sched", gone, timeout=30).returncode == 0, f"pid {before} still runs"
+    _assert_no_request_lost(results)
+
+
 def _inventory_without(fleet, board: str, dest: Path) -> Path:
     """The lab's inventory with ``board`` deleted, as the operator leaves it after remove-board.yml."""
     import yaml

@@ -1,0 +1,86 @@
+"""Helpers for the handover tests: a notify socket as systemd reads it (AF_UNIX datagrams with the
+sender's credentials), the operator's command, and a successor stopped by its pid (it is not our child)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from npudure.lab.local import LocalCluster
+
+
+class NotifySocket:
+    """A ``$NOTIFY_SOCKET``: each datagram kept with the pid the kernel says sent it (SO_PASSCRED)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        self.sock.bind(str(path))
+        self.sock.setblocking(False)
+        self.messages: list[tuple[int, dict[str, str]]] = []
+
+    def drain(self) -> list[tuple[int, dict[str, str]]]:
+        """(sender pid, {field: value}) of every datagram received so far."""
+        creds_size = struct.calcsize("3i")
+        while True:
+            try:
+                data, ancillary, _, _ = self.sock.recvmsg(4096, socket.CMSG_SPACE(creds_size))
+            except BlockingIOError:
+                return self.messages
+            pid = 0
+            for level, kind, value in ancillary:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS:
+                    pid = struct.unpack("3i", value[:creds_size])[0]
+            fields = dict(line.split("=", 1) for line in data.decode().splitlines() if "=" in line)
+            self.messages.append((pid, fields))
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def handover_command(cluster: LocalCluster, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
+    """What the role's handler runs: ``npudure scheduler --config FILE --handover``."""
+    assert cluster.scheduler is not None
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "npudure",
+            "scheduler",
+            "--config",
+            str(cluster.scheduler.config_path),
+            "--handover",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+
+
+def running(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie waiting for its reaper has exited)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def stop_pid(pid: int, timeout_s: float = 30.0) -> None:
+    """SIGTERM ``pid`` (a successor the test's handover started) and wait for it to exit."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while running(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if running(pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
