@@ -209,6 +209,23 @@ def _unique_exact(values: Iterable[Any]) -> list[Any]:
     return out
 
 
+def served_requests(runs: Iterable[Row]) -> dict[str, int]:
+    """Board name -> requests it served (``samples_ok``) over the valid RUNS of a benchmark summary."""
+    served: dict[str, int] = {}
+    for run in runs:
+        if not _cell(run, "valid", "npudure_served_requests"):
+            continue
+        for name, board in run.get("boards", {}).items():
+            try:
+                served[name] = served.get(name, 0) + int(board["samples_ok"])
+            except (KeyError, TypeError, ValueError):
+                run_id = run.get("run_id", "?")
+                raise AnsibleFilterError(
+                    f"npudure_served_requests: run {run_id}, board {name}: no samples_ok count"
+                ) from None
+    return served
+
+
 class FilterModule:
     """npudure check filters."""
 
@@ -221,4 +238,5 @@ class FilterModule:
             "npudure_affinity_cell": affinity_cell,
             "npudure_irq_cell": irq_cell,
             "npudure_verify_problems": verify_problems,
+            "npudure_served_requests": served_requests,
         }

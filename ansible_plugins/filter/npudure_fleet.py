@@ -103,6 +103,11 @@ def endpoints(
     return out
 
 
+def node_names(hosts: Iterable[str], hostvars: HostVars) -> list[Any]:
+    """The name each of HOSTS answers with: npudure_agent_node_name, else the inventory name."""
+    return [_vars_of(hostvars, host).get("npudure_agent_node_name", host) for host in hosts]
+
+
 def wheelhouse_targets(hosts: Iterable[str], hostvars: HostVars) -> list[str]:
     """MACHINE:GLIBC:PYTHON of each of HOSTS from its preflight probe (__npudure_wheelhouse_probe), sorted."""
     out = []
@@ -143,6 +148,7 @@ class FilterModule:
             "npudure_rknn_convert_hosts": rknn_convert_hosts,
             "npudure_rknn_platforms": rknn_platforms,
             "npudure_endpoints": endpoints,
+            "npudure_node_names": node_names,
             "npudure_wheelhouse_targets": wheelhouse_targets,
             "npudure_wheelhouse_extras": wheelhouse_extras,
         }

@@ -299,3 +299,24 @@ def test_a_row_without_a_cell_is_named() -> None:
     del sched["boards_up"]
     with pytest.raises(AnsibleFilterError, match="the row of sched has no 'boards_up'"):
         checks.verify_problems([row("b1"), sched])
+
+
+# ------------------------------------------------------------------------------------------ benchmark.yml
+
+
+def test_requests_served_in_valid_runs_only() -> None:
+    runs = [
+        {"run_id": "r1", "valid": True, "boards": {"rk-1": {"samples_ok": 10}, "b2": {"samples_ok": "5"}}},
+        {"run_id": "r2", "valid": False, "boards": {"b3": {"samples_ok": 7}}},
+        {"run_id": "r3", "valid": True, "boards": {"rk-1": {"samples_ok": 2}, "b3": {"samples_ok": 0}}},
+        {"run_id": "r4", "valid": True},
+    ]
+    assert checks.served_requests(runs) == {"rk-1": 12, "b2": 5, "b3": 0}
+    assert checks.served_requests([]) == {}
+
+
+def test_a_run_without_counts_is_named() -> None:
+    with pytest.raises(AnsibleFilterError, match="run r1, board b1: no samples_ok count"):
+        checks.served_requests([{"run_id": "r1", "valid": True, "boards": {"b1": {}}}])
+    with pytest.raises(AnsibleFilterError, match="has no 'valid'"):
+        checks.served_requests([{"run_id": "r1"}])

@@ -150,3 +150,9 @@ def test_the_plugin_lists_every_filter() -> None:
     names = fleet.FilterModule().filters()
     assert names["npudure_majority"] is fleet.majority
     assert all(name.startswith("npudure_") for name in names)
+
+
+def test_node_names_of_the_boards() -> None:
+    hostvars = {"b1": {"npudure_agent_node_name": "rk-1"}, "b2": {}, "b3": {}}
+    assert fleet.node_names(["b1", "b2", "b3"], hostvars) == ["rk-1", "b2", "b3"]
+    assert fleet.node_names([], hostvars) == []
