@@ -24,6 +24,22 @@ def default_path() -> Path:
     return base / "inventory" / "lab" / "hosts.yml"
 
 
+SYNTHETIC_DETECTIONS = 12
+# Short timings, so that the lab test of the alerts is quick: a board-down alert (for: 1m) fires within
+# 1 min + 2 scrapes of 5 s.
+SCRAPE_INTERVAL = "5s"
+
+
+def monitoring_vars(deb_dir: str) -> dict:
+    return {
+        "npudure_monitoring_deb_dir": deb_dir,
+        "npudure_monitoring_scrape_interval": SCRAPE_INTERVAL,
+        "npudure_monitoring_scrape_timeout": "4s",
+        "npudure_monitoring_evaluation_interval": SCRAPE_INTERVAL,
+        "npudure_monitoring_retention_size": "256MB",
+    }
+
+
 def render(
     nodes: Sequence[Node],
     key_path: Path,
@@ -34,6 +50,7 @@ def render(
     sysfs_root: str = SYSFS_ROOT,
     arm64: Collection[str] = (),
     sim_time_scale: float = 1.0,
+    monitoring_deb_dir: str | None = None,
 ) -> dict:
     boards: dict[str, dict] = {n.name: {"ansible_host": n.address} for n in nodes if n.role == "board"}
     for name in arm64:  # an arm64 Debian board under qemu-user: slower, so longer timeouts are fair
@@ -42,6 +59,11 @@ def render(
     children: dict = {"boards": {"hosts": boards}}
     if scheds:
         children["scheduler"] = {"hosts": scheds}
+        if monitoring_deb_dir:  # Prometheus on the scheduler host, from the controller's .deb files
+            children["monitoring"] = {
+                "hosts": {name: {} for name in scheds},
+                "vars": monitoring_vars(monitoring_deb_dir),
+            }
     return {
         "all": {
             "vars": {
@@ -53,6 +75,8 @@ def render(
                 "npudure_backend": backend,
                 # The emulated NPU's pace, picked for this host (npudure.lab.timescale); -e overrides.
                 "npudure_agent_sim_time_scale": sim_time_scale,
+                # sim: SYNTHETIC boxes seeded by each frame, so the HTTP API's boxes can be checked.
+                "npudure_agent_sim_synthetic_detections": SYNTHETIC_DETECTIONS,
                 "npudure_agent_sysfs_root": sysfs_root,
                 "npudure_irq_proc_root": irq_proc_root,
             },

@@ -162,6 +162,18 @@ class Lab:
         return self.paths(name).root
 
     # ---- up ------------------------------------------------------------------------------------
+    @staticmethod
+    def _monitoring_debs(image: Path, log: Log) -> str | None:
+        """The controller folder of Prometheus .deb files for the scheduler host (npudure.lab.debs), or
+        None (said in the log) when they cannot be fetched: the lab then has no monitoring group."""
+        from npudure.lab import debs
+
+        try:
+            return str(debs.ensure(image / "var" / "lib" / "dpkg" / "status"))
+        except debs.DebsError as exc:
+            log(f"no monitoring on the lab: Prometheus' packages could not be fetched ({exc})")
+            return None
+
     def _write_inventory(self, state: dict, nodes: list[net.Node], inventory: Path) -> None:
         arm64 = arm64_board_names(nodes, state.get("arm64_boards", 0))
         invmod.write(
@@ -172,6 +184,7 @@ class Lab:
                 backend=state["backend"],
                 arm64=arm64,
                 sim_time_scale=state.get("time_scale", 1.0),
+                monitoring_deb_dir=state.get("monitoring_debs"),
             ),
         )
 
@@ -309,6 +322,8 @@ class Lab:
             arm64_image = imagemod.ensure_image(log=log, arch="arm64")
             images |= dict.fromkeys(arm64, arm64_image)
             state["arm64_image"] = str(arm64_image)
+        if state.get("scheduler_host"):
+            state["monitoring_debs"] = self._monitoring_debs(image, log)
         self._save(state)
         pubkey = self._ensure_key()
 

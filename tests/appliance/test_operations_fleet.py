@@ -25,6 +25,160 @@ def fleet() -> Iterator:
         yield fl
 
 
+# ---------------------------------------------------------------- first, on the freshly provisioned lab
+# The lab's scheduler serves the DeepStack API (issue #22) and site.yml put Prometheus with the fleet's
+# rules on it (issue #18). These run before the operator scenarios, which restart and remove boards.
+
+HTTP_API_PORT = 50080  # roles/npudure_scheduler: npudure_scheduler_http_api_port
+PROMETHEUS_PORT = 9090  # roles/npudure_monitoring: npudure_monitoring_port
+SCRAPE_S = 5.0  # npudure.lab.inventory.SCRAPE_INTERVAL (scrape and evaluation interval)
+BOARD_DOWN_FOR_S = 60.0  # monitoring/rules/npudure-alerts.yml: NpudureBoardDown's for:
+
+
+def _expected_predictions(data: bytes, min_confidence: float) -> list[dict]:
+    """What a board must answer for this JPEG, worked out here with the package's own pieces: the
+    board's decode and letterbox, the sim backend's SYNTHETIC boxes for that input, the inverse
+    letterbox, then the API's filter, order and rounding."""
+    from npudure.backends.sim import synthetic_detections
+    from npudure.lab.inventory import SYNTHETIC_DETECTIONS
+    from npudure.proto import inference_pb2 as pb
+    from npudure.scheduler import deepstack
+    from npudure.vision.frames import decode_for_model
+    from npudure.vision.labels import COCO80
+
+    image, geometry = decode_for_model(pb.ENCODING_JPEG, data)
+    rows = geometry.to_source(synthetic_detections(image, SYNTHETIC_DETECTIONS))
+    dets = [
+        pb.Detection(
+            class_id=int(r[5]), label=COCO80[int(r[5])], score=float(r[4]), x1=r[0], y1=r[1], x2=r[2], y2=r[3]
+        )
+        for r in rows.tolist()
+    ]
+    return deepstack.predictions(dets, min_confidence)
+
+
+# The module's first test: its time includes the fixture's provisioning of the lab (site.yml).
+@pytest.mark.timeout(1500)
+def test_the_labs_scheduler_serves_frigates_deepstack_request_with_the_right_boxes(fleet) -> None:
+    import requests
+    from helpers.deepstack_requests import FRIGATE_THRESHOLD, jpeg
+
+    from npudure.vision.frames import synthetic_frame
+    from npudure.vision.labels import COCO80
+
+    base = f"http://{fleet.lab.node('sched').address}:{HTTP_API_PORT}"
+    ping = requests.get(f"{base}/v1/server/status/ping", timeout=10)
+    assert ping.status_code == 200, ping.text
+    # Frigate's deepstack detector: the 320x320 model-size crop as a PIL JPEG in the field `image`, the
+    # api_key field (empty), no min_confidence (DeepStack's 0.4). Its 0.1 s timeout is not applied
+    # here: the emulated boards share 2 CPUs with everything else; the loopback tests and the bench
+    # measure the timing.
+    data = jpeg(synthetic_frame(2, 320))
+    url = f"{base}/v1/vision/detection"
+    answer = requests.post(url, data={"api_key": ""}, files={"image": data}, timeout=10)
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["success"] is True, body
+    expected = _expected_predictions(data, FRIGATE_THRESHOLD)
+    assert len(expected) >= 2, (
+        "the synthetic boxes of this frame leave too little over 0.4: pick another seed"
+    )
+    assert body["predictions"] == expected
+    confidences = [p["confidence"] for p in body["predictions"]]
+    assert confidences == sorted(confidences, reverse=True)
+    assert all(p["label"] in COCO80 for p in body["predictions"])
+    assert body["processedBy"] in fleet.boards, body["processedBy"]
+    # min_confidence honoured: a stricter threshold drops the boxes under it, keeps the rest as they were.
+    strict = requests.post(url, data={"min_confidence": "0.6"}, files={"image": data}, timeout=10).json()
+    assert strict["success"] is True, strict
+    assert strict["predictions"] == _expected_predictions(data, 0.6)
+    assert 0 < len(strict["predictions"]) < len(expected)
+
+
+def _prometheus(fleet, path: str) -> dict:
+    import requests
+
+    url = f"http://{fleet.lab.node('sched').address}:{PROMETHEUS_PORT}{path}"
+    reply = requests.get(url, timeout=10)
+    reply.raise_for_status()
+    return reply.json()["data"]
+
+
+def _board_down(fleet) -> dict[str, str]:
+    """board -> state (pending/firing) of every NpudureBoardDown alert Prometheus holds."""
+    alerts = _prometheus(fleet, "/api/v1/alerts")["alerts"]
+    return {
+        a["labels"].get("board", "?"): a["state"]
+        for a in alerts
+        if a["labels"]["alertname"] == "NpudureBoardDown"
+    }
+
+
+def _targets_up(fleet) -> dict[tuple[str, str], str]:
+    targets = _prometheus(fleet, "/api/v1/targets")["activeTargets"]
+    return {
+        (t["labels"]["job"], t["labels"].get("board", t["labels"]["instance"])): t["health"] for t in targets
+    }
+
+
+@pytest.mark.timeout(600)
+def test_prometheus_from_site_yml_scrapes_the_fleet_and_a_stopped_agent_fires_board_down(fleet) -> None:
+    """Prometheus on the scheduler host (site.yml's monitoring play, packages from the controller):
+    every agent and the scheduler are up in its targets; one agent stopped fires NpudureBoardDown
+    within for: + 2 scrapes and resolves once it runs again; a board drained by an operator and
+    stopped at the same time raises none."""
+    import time
+
+    from npudure.proto import inference_pb2 as pb
+
+    deadline = time.monotonic() + 60  # the first scrapes after provisioning
+    while True:
+        up = _targets_up(fleet)
+        wanted = {("npudure_agent", b) for b in fleet.boards}
+        if (
+            wanted <= set(up)
+            and all(up[t] == "up" for t in wanted)
+            and "up" in [h for (job, _), h in up.items() if job == "npudure_scheduler"]
+        ):
+            break
+        assert time.monotonic() < deadline, f"Prometheus' targets are not all up: {up}"
+        time.sleep(1)
+    assert _board_down(fleet) == {}
+
+    down, drained = fleet.boards[0], fleet.boards[1]
+    fleet.cluster.DrainNode(pb.DrainNodeRequest(node=drained, drain=True), timeout=10)
+    try:
+        stopped = time.monotonic()
+        for board in (down, drained):
+            done = fleet.lab.exec(board, ["systemctl", "stop", "npudure-agent"], timeout=60)
+            assert done.returncode == 0, done.stderr
+        limit = BOARD_DOWN_FOR_S + 2 * SCRAPE_S + SCRAPE_S  # + one rule evaluation interval
+        while (states := _board_down(fleet)).get(down) != "firing":
+            assert drained not in states, f"the drained {drained} raised NpudureBoardDown: {states}"
+            assert time.monotonic() - stopped < limit, (
+                f"NpudureBoardDown for {down} not firing after {limit:.0f} s"
+            )
+            time.sleep(1)
+        fired_s = time.monotonic() - stopped
+        assert drained not in states, states
+    finally:
+        for board in (down, drained):
+            fleet.lab.exec(board, ["systemctl", "start", "npudure-agent"], timeout=60)
+        fleet.cluster.DrainNode(pb.DrainNodeRequest(node=drained, drain=False), timeout=10)
+    started = time.monotonic()
+    while down in _board_down(fleet):
+        assert time.monotonic() - started < 4 * SCRAPE_S + 30, "NpudureBoardDown did not resolve"
+        time.sleep(1)
+    resolved_s = time.monotonic() - started
+    print(
+        f"NpudureBoardDown fired {fired_s:.1f} s after the agent stopped (for: {BOARD_DOWN_FOR_S:.0f} s, "
+        f"scrape {SCRAPE_S:.0f} s) and resolved {resolved_s:.1f} s after it started again"
+        " (shared 2-core host)"
+    )
+    ok, states = fleet.wait_all_up(60)
+    assert ok, states
+
+
 def _main_pids(fleet) -> dict[str, str]:
     return {
         b: fleet.lab.exec(

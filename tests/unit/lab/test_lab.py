@@ -292,3 +292,18 @@ def test_lab_up_cli_rejects_a_bad_time_scale_with_usage_exit(value, capsys):
         main(["lab", "up", "--time-scale", value])
     assert exc.value.code == 2
     assert "--time-scale" in capsys.readouterr().err
+
+
+def test_inventory_sets_synthetic_detections_and_monitoring_on_the_scheduler_host(tmp_path):
+    nodes = network.plan_nodes(2, scheduler_host=True)
+    inv = inventory.render(nodes, tmp_path / "k", monitoring_deb_dir="/var/cache/debs")
+    assert inv["all"]["vars"]["npudure_agent_sim_synthetic_detections"] == inventory.SYNTHETIC_DETECTIONS > 0
+    monitoring = inv["all"]["children"]["monitoring"]
+    assert monitoring["hosts"] == {"sched": {}}
+    assert monitoring["vars"]["npudure_monitoring_deb_dir"] == "/var/cache/debs"
+    assert monitoring["vars"]["npudure_monitoring_scrape_interval"] == inventory.SCRAPE_INTERVAL
+
+
+def test_inventory_without_fetched_packages_has_no_monitoring_group(tmp_path):
+    inv = inventory.render(network.plan_nodes(1, scheduler_host=True), tmp_path / "k")
+    assert "monitoring" not in inv["all"]["children"]
