@@ -40,6 +40,7 @@ from npudure.lab.local import LocalCluster
 from npudure.proto import contract
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
+from npudure.security import access as security
 
 CAP_MHZ = 816
 OPTIONS = contract.message_size_options(16 << 20)
@@ -116,7 +117,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         agent_overrides={"queue_limit": 1024},
     ) as cluster:
         slowed = "board1"
-        with grpc.insecure_channel(cluster.address) as control:
+        # SetNodeCpuCap is an admin RPC: the channel carries the cluster's token (LocalCluster sets it).
+        with security.channel(cluster.address) as control:
             cluster_stub = rpc.ClusterStub(control)
             cluster_stub.SetNodeCpuCap(pb.SetNodeCpuCapRequest(node=slowed, mhz=CAP_MHZ), timeout=10)
             route = fetch_route(cluster.address)

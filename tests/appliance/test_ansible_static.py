@@ -332,6 +332,10 @@ def test_the_scheduler_is_handed_over_first_and_restarted_only_when_that_cannot_
     assert "rc not in [0, 3]" in handover["failed_when"]
     assert "__npudure_scheduler_unit is changed" in restart["when"][-1]
     assert "rc == 3" in restart["when"][-1]
+    # The admin token is a systemd credential, copied only at the unit's start: a new one (a token
+    # rotation) must restart, or the successor would inherit the old copy.
+    assert "__npudure_scheduler_token is not changed" in handover["when"]
+    assert "__npudure_scheduler_token is changed" in restart["when"][-1]
     tasks = (ROOT / "roles/npudure_scheduler/tasks/configure.yml").read_text()
     for topic in {t["notify"] for t in yaml.safe_load(tasks) if "notify" in t} - {"Reload npudure-scheduler"}:
         assert topic in handover["listen"], topic
