@@ -59,7 +59,9 @@ def _expected_predictions(data: bytes, min_confidence: float) -> list[dict]:
 
 # The module's first test: its time includes the fixture's provisioning of the lab (site.yml).
 @pytest.mark.timeout(1500)
-def test_the_labs_scheduler_serves_frigates_deepstack_request_with_the_right_boxes(fleet) -> None:
+def test_the_labs_scheduler_serves_frigates_and_a_deepstack_clients_request_with_the_right_boxes(
+    fleet,
+) -> None:
     import requests
     from helpers.deepstack_requests import FRIGATE_THRESHOLD, jpeg
 
@@ -93,6 +95,14 @@ def test_the_labs_scheduler_serves_frigates_deepstack_request_with_the_right_box
     assert strict["success"] is True, strict
     assert strict["predictions"] == _expected_predictions(data, 0.6)
     assert 0 < len(strict["predictions"]) < len(expected)
+    # A DeepStack client library from the package index (Home Assistant's) gets the same boxes.
+    from deepstack.core import DeepstackObject
+
+    sched = fleet.lab.node("sched").address
+    client = DeepstackObject(ip=sched, port=HTTP_API_PORT, timeout=10, min_confidence=0.5)
+    from_library = client.detect(data)
+    assert from_library == _expected_predictions(data, 0.5)
+    assert from_library, "no box of this frame over 0.5: pick another seed"
 
 
 def _prometheus(fleet, path: str) -> dict:
