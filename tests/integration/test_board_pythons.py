@@ -43,6 +43,8 @@ BOARD_MODULES = (
     "npudure.security.access",
     "npudure.client.status",
 )
+# What the agent's tests below need besides the package (pytest-asyncio: their async tests).
+TEST_TOOLS = ("pytest>=8,<10", "pytest-timeout>=2.3,<3", "pytest-asyncio>=1.2,<2")
 AGENT_UNIT_TESTS = (
     "tests/integration/test_hang_recovery.py",
     "tests/integration/test_cpu_cap_ladder.py",
@@ -57,7 +59,7 @@ def find_python(version: str) -> str | None:
 
 def cached_venv(python: str, version: str) -> Path:
     """A venv with the package's dependencies, keyed on pyproject.toml (rebuilt when it changes)."""
-    key = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()[:12]
+    key = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + repr(TEST_TOOLS).encode()).hexdigest()[:12]
     venv = CACHE / f"py{version}-{key}"
     marker = venv / ".complete"
     if marker.exists():
@@ -65,7 +67,7 @@ def cached_venv(python: str, version: str) -> Path:
     shutil.rmtree(venv, ignore_errors=True)
     subprocess.run([python, "-m", "venv", str(venv)], check=True, capture_output=True, timeout=120)
     install = subprocess.run(
-        [str(venv / "bin/pip"), "install", "--quiet", str(ROOT), "pytest>=8,<10", "pytest-timeout>=2.3,<3"],
+        [str(venv / "bin/pip"), "install", "--quiet", str(ROOT), *TEST_TOOLS],
         capture_output=True,
         text=True,
         timeout=600,
