@@ -74,23 +74,26 @@ def write_boards(cluster: LocalCluster, boards: list[tuple[str, str]]) -> None:
     path.write_text(yaml.safe_dump(config, sort_keys=False))
 
 
+def scheduler_verb(
+    cluster: LocalCluster, flag: str, timeout_s: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """``npudure scheduler --config FILE <flag>`` against the cluster's scheduler, as its unit runs it."""
+    assert cluster.scheduler is not None
+    argv = [
+        sys.executable,
+        "-m",
+        "npudure",
+        "scheduler",
+        "--config",
+        str(cluster.scheduler.config_path),
+        flag,
+    ]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+
+
 def reload(cluster: LocalCluster) -> subprocess.CompletedProcess[str]:
     """What ``systemctl reload npudure-scheduler`` runs (ExecReload)."""
-    assert cluster.scheduler is not None
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "npudure",
-            "scheduler",
-            "--config",
-            str(cluster.scheduler.config_path),
-            "--reload",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return scheduler_verb(cluster, "--reload")
 
 
 def wait_for(what: str, condition, timeout_s: float = 20.0) -> None:

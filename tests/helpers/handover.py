@@ -9,10 +9,10 @@ import signal
 import socket
 import struct
 import subprocess
-import sys
 import time
 from pathlib import Path
 
+from helpers.fleet_ops import scheduler_verb
 from npudure.lab.local import LocalCluster
 
 
@@ -48,21 +48,7 @@ class NotifySocket:
 
 def handover_command(cluster: LocalCluster, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
     """What the role's handler runs: ``npudure scheduler --config FILE --handover``."""
-    assert cluster.scheduler is not None
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "npudure",
-            "scheduler",
-            "--config",
-            str(cluster.scheduler.config_path),
-            "--handover",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-    )
+    return scheduler_verb(cluster, "--handover", timeout_s)
 
 
 def running(pid: int) -> bool:
