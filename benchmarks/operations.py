@@ -37,7 +37,7 @@ import numpy as np
 import yaml
 
 from npudure.bench.payloads import FrameSet
-from npudure.faults.operations import run_operation, table
+from npudure.faults.operations import OperationResult, run_operation, table
 from npudure.lab.local import LocalCluster, wait_serving
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
@@ -60,6 +60,28 @@ def log_marks(text: str) -> list[tuple[float, str]]:
             when = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
             marks.append((when, m.group(2)[:70]))
     return marks
+
+
+def print_timeline(
+    title: str,
+    origin: str,
+    result: OperationResult,
+    steps: list[tuple[float, str]],
+    cluster: LocalCluster,
+    log_start: int,
+    wall0: float,
+) -> None:
+    """The action's steps, the scheduler's log lines and the longest gap, in seconds from the first step."""
+    marks = steps + log_marks(cluster.logs("scheduler")[log_start:])
+    if result.gap_at_s is not None and result.longest_gap_s is not None:
+        gap_start = wall0 + result.gap_at_s  # the run's t0 is taken at the call, beside wall0
+        marks.append((gap_start, "longest gap starts (last reply before it)"))
+        marks.append((gap_start + result.longest_gap_s, "longest gap ends (first reply after it)"))
+    t0 = steps[0][0]
+    print(f"{title} timeline (s from {origin}):")
+    for when, what in sorted(marks):
+        print(f"  {when - t0:+7.3f}  {what}")
+    print()
 
 
 def restart_scheduler(cluster: LocalCluster, steps: list[tuple[float, str]]) -> None:
@@ -107,30 +129,12 @@ def scheduler_restart(args: argparse.Namespace, out: Path) -> None:
                 log=lambda _: None,
             )
             print(table(results))
-            r = results[0]
-            marks = sorted(steps + log_marks(cluster.logs("scheduler")[log_start:]))
-            t_sig = steps[0][0]
-            if r.gap_at_s is not None and r.longest_gap_s is not None:
-                gap_start = wall0 + r.gap_at_s  # the run's t0 is taken at the call, beside wall0
-                marks.append((gap_start, "longest gap starts (last reply before it)"))
-                marks.append((gap_start + r.longest_gap_s, "longest gap ends (first reply after it)"))
-            print(f"restart {i + 1} timeline (s from SIGTERM):")
-            for when, what in sorted(marks):
-                print(f"  {when - t_sig:+7.3f}  {what}")
-            print()
-
-
-def _running(pid: int) -> bool:
-    """True while ``pid`` runs (a zombie has exited: the successor's parent was the old process)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return False
+            print_timeline(f"restart {i + 1}", "SIGTERM", results[0], steps, cluster, log_start, wall0)
 
 
 def _wait_gone(pid: int, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
-    while _running(pid) and time.monotonic() < deadline:
+    while handover.running(pid) and time.monotonic() < deadline:
         time.sleep(0.02)
 
 
@@ -178,17 +182,8 @@ def scheduler_handover(args: argparse.Namespace, out: Path) -> None:
                     modes=("scheduler",), log=lambda _: None,
                 )  # fmt: skip
                 print(table(results))
-                r = results[0]
-                marks = sorted(steps + log_marks(cluster.logs("scheduler")[log_start:]))
-                t_cmd = steps[0][0]
-                if r.gap_at_s is not None and r.longest_gap_s is not None:
-                    gap_start = wall0 + r.gap_at_s
-                    marks.append((gap_start, "longest gap starts (last reply before it)"))
-                    marks.append((gap_start + r.longest_gap_s, "longest gap ends (first reply after it)"))
-                print(f"handover {i + 1} timeline (s from the command):")
-                for when, what in sorted(marks):
-                    print(f"  {when - t_cmd:+7.3f}  {what}")
-                print()
+                title = f"handover {i + 1}"
+                print_timeline(title, "the command", results[0], steps, cluster, log_start, wall0)
         finally:
             successor = handover.read_pid(pid_file)
             if successor and cluster.scheduler is not None and successor != cluster.scheduler.pid:

@@ -111,6 +111,16 @@ def alive(pid: int) -> bool:
     return True
 
 
+def running(pid: int) -> bool:
+    """True while ``pid`` runs: unlike ``alive``, a zombie waiting for its reaper counts as exited
+    (a successor outlives its parent, the old process; whoever waits for it to go sees the zombie)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
 # ---------------------------------------------------------------------------------------- status
 @dataclass(frozen=True)
 class Status:

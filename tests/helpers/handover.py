@@ -14,6 +14,7 @@ from pathlib import Path
 
 from helpers.fleet_ops import scheduler_verb
 from npudure.lab.local import LocalCluster
+from npudure.service.handover import running
 
 
 class NotifySocket:
@@ -49,15 +50,6 @@ class NotifySocket:
 def handover_command(cluster: LocalCluster, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
     """What the role's handler runs: ``npudure scheduler --config FILE --handover``."""
     return scheduler_verb(cluster, "--handover", timeout_s)
-
-
-def running(pid: int) -> bool:
-    """True while ``pid`` runs (a zombie waiting for its reaper has exited)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
 
 
 def stop_pid(pid: int, timeout_s: float = 30.0) -> None:
