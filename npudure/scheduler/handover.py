@@ -36,16 +36,15 @@ def run(config_path: str, timeout_s: float | None = None) -> int:
     pid_file = state.parent / handover.PID_NAME
     # The successor's own limit (startup_wait_s + 60, see scheduler.server) and a margin for the signal.
     wait_s = timeout_s if timeout_s is not None else config.startup_wait_s + 70.0
-    old = handover.read_pid(pid_file)
-    if old is None or not handover.alive(old):
+    try:
+        old, new = handover.request(pid_file, wait_s)
+    except handover.NothingToHandOver:
         print(
             f"{PREFIX}: no scheduler serves ({pid_file} names none: not running, still starting, or a "
             "version without handover): start or restart it",
             file=sys.stderr,
         )
         return EX_NOT_RUNNING
-    try:
-        old, new = handover.request(pid_file, wait_s)
     except handover.HandoverError as exc:
         print(f"{PREFIX} failed: {exc}", file=sys.stderr)
         return 1

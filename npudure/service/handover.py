@@ -47,6 +47,10 @@ class HandoverError(Exception):
     """Why a handover did not happen, in the operator's terms."""
 
 
+class NothingToHandOver(HandoverError):
+    """No process serves under the pid file: start the service instead."""
+
+
 class AlreadyRunning(Exception):
     pass
 
@@ -272,7 +276,7 @@ def request(pid_path: Path, timeout_s: float, poll_s: float = 0.1) -> tuple[int,
     status_path = pid_path.with_name(STATUS_NAME)
     old = read_pid(pid_path)
     if old is None or not alive(old):
-        raise HandoverError(f"no running process to hand over from ({pid_path} names none)")
+        raise NothingToHandOver(f"no running process to hand over from ({pid_path} names none)")
     before = Status.read(status_path)
     try:
         os.kill(old, SIGNAL)
