@@ -32,11 +32,12 @@ class BudgetError(ValueError):
 def count_scans(
     frame: bytes | memoryview, max_scans: int = MAX_SCANS, max_segments: int = MAX_SEGMENTS
 ) -> int:
-    """The number of scans in ``frame``; raise BudgetError past either limit. Malformed structure is left
-    to the decoder (it refuses it): this only counts."""
+    """The number of scans in ``frame``; raise BudgetError past either limit. Stray bytes between segments
+    are skipped as the decoder skips them; other malformed structure is left to the decoder (it refuses
+    it): this only counts."""
     scans = segments = 0
     try:
-        for segment in jpeg_markers.segments(frame):
+        for segment in jpeg_markers.segments(frame, resync=True):
             if segment.marker == jpeg_markers.SOS:
                 scans += 1
                 if scans > max_scans:

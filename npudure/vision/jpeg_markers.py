@@ -3,9 +3,11 @@
 (npudure/scheduler/http_image.py, which reads the frame size).
 
 The walk never reads past the bytes it has: a truncated segment ends it quietly. Where the bytes are not a
-marker structure at all it raises ``Malformed``, and each caller decides what that means (the budget
-leaves it to the decoder, the sniff refuses the image). Runs of fill bytes and the entropy-coded data after
-a scan header are skipped by a regular expression (at C speed), so a flood of them costs no Python loop.
+marker structure it raises ``Malformed`` (the sniff refuses the image), or, with ``resync``, skips to the
+next marker as libjpeg does (it warns of "extraneous bytes before marker" and decodes on): the budget must
+see every segment the decoder will, or one stray byte would hide a bomb behind it. Runs of fill bytes and
+the entropy-coded data after a scan header are skipped by a regular expression (at C speed), so a flood
+of them costs no Python loop.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ STANDALONE = frozenset({0x01, *range(0xD0, 0xDA)})
 _NEXT_MARKER = re.compile(rb"\xff(?=[^\x00\xd0-\xd7\xff])")
 # Fill bytes before a marker: any number of 0xFF; the last one is the marker's own.
 _FILL = re.compile(rb"\xff+")
+# Where libjpeg's next_marker() lands after stray bytes: a 0xFF followed by anything but 0x00 or 0xFF.
+_RESYNC = re.compile(rb"\xff(?=[^\x00\xff])")
 
 
 class Malformed(ValueError):
@@ -33,8 +37,11 @@ class Segment(NamedTuple):
     length: int  # the segment's length field (it counts itself); 0 for a standalone marker
 
 
-def segments(frame: bytes | memoryview) -> Iterator[Segment]:
+def segments(frame: bytes | memoryview, resync: bool = False) -> Iterator[Segment]:
     """Each marker after SOI (from the first byte if there is no SOI) up to and with EOI.
+
+    Bytes where a marker must be raise ``Malformed``; with ``resync`` they are skipped up to the next
+    marker (libjpeg's reading), and the walk ends if there is none.
 
     A segment whose length field is cut off is not yielded; one whose body is cut off is (check
     ``at + 2 + length`` against the size before reading its body). After SOS the walk goes on at the
@@ -44,7 +51,13 @@ def segments(frame: bytes | memoryview) -> Iterator[Segment]:
     end = len(frame)
     while at + 1 < end:
         if frame[at] != 0xFF:
-            raise Malformed("no marker where one must be")
+            if not resync:
+                raise Malformed("no marker where one must be")
+            stray = _RESYNC.search(frame, at)
+            if stray is None:
+                return
+            at = stray.start()
+            continue
         marker = frame[at + 1]
         if marker == 0xFF:  # fill bytes before a marker
             fill = _FILL.match(frame, at)

@@ -40,6 +40,31 @@ def test_bombs_are_refused_as_invalid_argument(bomb: bytes, words: str) -> None:
     assert "more than" in str(err.value) and words in str(err.value)
 
 
+def _stray_byte_after_first_segment(jpeg: bytes) -> bytes:
+    end = 4 + int.from_bytes(jpeg[4:6], "big")  # SOI, then the first segment's marker, length and body
+    return jpeg[:end] + b"\x00" + jpeg[end:]
+
+
+@pytest.mark.parametrize(
+    ("bomb", "words"),
+    [
+        (jpeg_bombs.many_scans(2000), "scans"),
+        (jpeg_bombs.many_segments(decode_budget.MAX_SEGMENTS + 1), "marker segments"),
+    ],
+)
+def test_a_stray_byte_does_not_hide_a_bomb_behind_it(bomb: bytes, words: str) -> None:
+    # libjpeg skips "extraneous bytes before marker" and decodes on, so the budget must walk on too.
+    with pytest.raises(frames.FrameError, match=words):
+        frames.decode(pb.ENCODING_JPEG, _stray_byte_after_first_segment(bomb))
+
+
+def test_a_jpeg_with_a_stray_byte_decodes_as_before() -> None:
+    jpeg = jpeg_bombs.progressive()
+    stray = _stray_byte_after_first_segment(jpeg)
+    assert decode_budget.count_scans(stray) == 10
+    assert np.array_equal(frames.decode(pb.ENCODING_JPEG, stray), frames.decode(pb.ENCODING_JPEG, jpeg))
+
+
 def test_at_the_limit_is_still_decoded() -> None:
     jpeg = jpeg_bombs.many_scans(decode_budget.MAX_SCANS)
     assert decode_budget.count_scans(jpeg) == decode_budget.MAX_SCANS

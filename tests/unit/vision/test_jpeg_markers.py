@@ -58,3 +58,11 @@ def test_entropy_coded_data_after_a_scan_header_is_skipped_to_the_next_marker() 
     scan = b"\xff\xda\x00\x02" + b"\x12\xff\x00\x34\xff\xd0\x56"  # stuffed 0xFF00 and RST0 stay data
     walked = list(segments(b"\xff\xd8" + scan + b"\xff\xd9"))
     assert [s.marker for s in walked] == [SOS, EOI] and walked[1].at == 2 + len(scan)
+
+
+def test_resync_skips_stray_bytes_to_the_next_marker_as_libjpeg_does() -> None:
+    data = b"\xff\xd8\xff\xfe\x00\x02" + b"\x12\xff\x00\x34" + b"\xff\xfe\x00\x02\xff\xd9"
+    with pytest.raises(Malformed, match="no marker"):
+        list(segments(data))
+    assert [(s.marker, s.at) for s in segments(data, resync=True)] == [(0xFE, 2), (0xFE, 10), (EOI, 14)]
+    assert list(segments(b"\xff\xd8\x12\x34\xff\x00", resync=True)) == []  # no marker after: the end
