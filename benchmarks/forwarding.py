@@ -26,7 +26,6 @@ proxy waited for its CPU.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import shutil
@@ -44,6 +43,7 @@ from npudure.bench.forwarding.nginx import Nginx, nginx_version
 from npudure.bench.forwarding.phases import capacity_phase, latency_phase, summarize
 from npudure.bench.forwarding.report import report
 from npudure.bench.forwarding.routing import routing_microbench
+from npudure.bench.results import write_json
 from npudure.service.runtime import MALLOC_TUNING
 
 
@@ -208,7 +208,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     conditions = conditions_for(args, plan, version_text, opened["payload_bytes"])
     print(report(conditions, summary, routing, targets, nginx_note), flush=True)
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
         payload = {
             "conditions": conditions,
             "summary": summary,
@@ -216,7 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "routing_microbench": routing,
             "nginx_note": nginx_note,
         }
-        args.out.write_text(json.dumps(payload, indent=2))
+        write_json(args.out, payload)
         log(f"results written to {args.out}")
     return 0
 

@@ -36,6 +36,7 @@ import numpy as np
 
 from npudure.bench.fmt import text_table
 from npudure.bench.load import LoadTarget, Target
+from npudure.bench.results import write_json
 from npudure.client.proxyless import ProxylessTarget
 from npudure.client.routes import fetch_route_on
 from npudure.lab.local import LocalCluster
@@ -212,8 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("\n" + "\n".join(table))
     print("  req/s: median of repetitions; of sum: / the summed capacities measured alone.")
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(results, indent=2))
+        write_json(args.out, results)
     return 0
 
 
