@@ -133,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM cleans up like Ctrl-C: finally blocks run
     from npudure.client.routes import fetch_route
-    from npudure.lab.local import LocalCluster
+    from npudure.lab.local import LocalCluster, free_port
 
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
@@ -171,7 +171,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         agent_addresses = [p.address for p in cluster.agents.values()]
         targets = ["scheduler", "proxyless", "direct"]
         if version:
-            nginx = Nginx(args.nginx, version, agent_addresses, keepalive=2 * args.concurrency)
+            nginx = Nginx(
+                args.nginx, version, agent_addresses, keepalive=2 * args.concurrency, port=free_port()
+            )
             nginx.start()
             targets = ["scheduler", "nginx", "proxyless", "direct"]
         assert cluster.scheduler is not None and cluster.scheduler.pid is not None

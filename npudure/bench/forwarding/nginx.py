@@ -14,7 +14,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from npudure.bench.forwarding.meter import children_of
-from npudure.lab.local import free_port
 
 
 def nginx_version(binary: str) -> tuple[int, ...] | None:
@@ -84,12 +83,14 @@ http {{
 class Nginx:
     """Our own nginx process: generated config in a temp dir, one worker, ``least_conn`` to the agents."""
 
-    def __init__(self, binary: str, version: tuple[int, ...], agents: list[str], keepalive: int) -> None:
+    def __init__(
+        self, binary: str, version: tuple[int, ...], agents: list[str], keepalive: int, port: int
+    ) -> None:
         self.binary, self.version, self.agents, self.keepalive = binary, version, agents, keepalive
         self._tmp = tempfile.TemporaryDirectory(prefix="npudure-nginx-")
         self.prefix = Path(self._tmp.name)
         self.prefix.chmod(0o755)  # run as root, nginx's workers run as nobody and must reach the dir
-        self.port = free_port()
+        self.port = port  # a free loopback port (the caller's: npudure.lab.local.free_port)
         self.process: subprocess.Popen | None = None
 
     @property
