@@ -72,6 +72,11 @@ async def closed_loop(
     return {"req_per_s": sum(nodes.values()) / duration_s, "nodes": dict(nodes), "errors": dict(errors)}
 
 
+def one_channel(address: str) -> Target:
+    """One bare channel to a scheduler or an agent: no token interceptor (frames need none)."""
+    return Target(address, 1, options=OPTIONS, from_env=False)
+
+
 async def measure(target: LoadTarget, payload: bytes, concurrency: int, args) -> dict[str, Any]:
     """One closed loop over ``target``: one channel to an address, or one over a proxyless route."""
     await target.open(15)
@@ -134,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "round_robin": replace(route, service_config_json=json.dumps(sc)),
             }
             for name, proc in cluster.agents.items():
-                r = asyncio.run(measure(Target(proc.address, 1, options=OPTIONS), payload, depth, args))
+                r = asyncio.run(measure(one_channel(proc.address), payload, depth, args))
                 results["alone"][name] = r["req_per_s"]
                 log(f"  {name} alone: {r['req_per_s']:.1f} req/s")
             summed = sum(results["alone"].values())
@@ -150,10 +155,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for mode, policy in order:
                     if mode == "central":
                         cluster_stub.SetPolicy(pb.SetPolicyRequest(policy=policy), timeout=5)
-                        target: LoadTarget = Target(cluster.address, 1, options=OPTIONS)
+                        target: LoadTarget = one_channel(cluster.address)
                     else:
                         target = ProxylessTarget(
-                            cluster.address, 1, options=OPTIONS, fixed_route=routes[policy]
+                            cluster.address, 1, options=OPTIONS, fixed_route=routes[policy], from_env=False
                         )
                     r = asyncio.run(measure(target, payload, depth * args.boards, args))
                     r |= {

@@ -45,16 +45,19 @@ class _Generator:
         self, addresses: dict[str, list[str]], proxyless: tuple[str, RouteInfo] | None = None
     ) -> dict[str, Any]:
         """``CLIENT_CONNECTIONS`` channels to each address; with ``proxyless`` (a scheduler and its
-        route), as many channels to the route's multi-address target: gRPC picks the board."""
+        route), as many channels to the route's multi-address target: gRPC picks the board. Bare
+        channels on every path (no token interceptor: frames need none), so no path pays for one."""
         options = [*contract.message_size_options(16 << 20), ("grpc.use_local_subchannel_pool", 1)]
         plans: dict[str, list[LoadTarget]] = {
-            name: [Target(a, CLIENT_CONNECTIONS, options=options) for a in group]
+            name: [Target(a, CLIENT_CONNECTIONS, options=options, from_env=False) for a in group]
             for name, group in addresses.items()
         }
         if proxyless is not None:
             # The route is the run's record: the channels keep it and do not follow changes.
             scheduler, route = proxyless
-            plans["proxyless"] = [ProxylessTarget(scheduler, CLIENT_CONNECTIONS, fixed_route=route)]
+            plans["proxyless"] = [
+                ProxylessTarget(scheduler, CLIENT_CONNECTIONS, fixed_route=route, from_env=False)
+            ]
         for name, group in plans.items():
             self.targets[name], self.rr[name] = group, itertools.count()
         await asyncio.gather(*(t.open(OPEN_TIMEOUT_S) for group in plans.values() for t in group))
