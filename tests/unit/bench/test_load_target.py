@@ -8,15 +8,12 @@ from helpers.fake_channels import ChannelRecorder
 from npudure.bench import load
 
 
-@pytest.mark.parametrize("from_env", [True, False])
 async def test_every_connection_is_opened_with_or_without_the_environments_credentials(
-    monkeypatch: pytest.MonkeyPatch, from_env: bool
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     recorder = ChannelRecorder()
     monkeypatch.setattr(load.security, "aio_channel", recorder)
-    target = load.Target("127.0.0.1:9", connections=3, from_env=from_env)
-    await target.open(1.0)
-    try:
-        assert recorder.seen == [("127.0.0.1:9", from_env)] * 3
-    finally:
+    for target in (load.Target("127.0.0.1:9", 3), load.Target("127.0.0.1:8", 3, from_env=False)):
+        await target.open(1.0)
         await target.close()
+    assert recorder.seen == [("127.0.0.1:9", True)] * 3 + [("127.0.0.1:8", False)] * 3
