@@ -132,7 +132,7 @@ def _interrupt(signum: int, frame: Any) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM cleans up like Ctrl-C: finally blocks run
-    from npudure.client.routes import fetch_route
+    from npudure.client.routes import RouteError, fetch_route
     from npudure.lab.local import LocalCluster, free_port
 
     def log(message: str) -> None:
@@ -196,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         lat_reps = latency_phase(gen, targets, groups, args, log)
         if nginx and "buffered to a temporary file" in nginx.errors():
             nginx_note = "WARNING: nginx buffered request bodies to disk (see its error log)"
-    except (RuntimeError, TimeoutError, ConnectionError) as exc:
+    except (RuntimeError, TimeoutError, ConnectionError, RouteError) as exc:
         log(f"forwarding benchmark: {exc}")
         return 1
     finally:
