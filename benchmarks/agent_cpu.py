@@ -27,7 +27,6 @@ import argparse
 import asyncio
 import contextlib
 import io
-import json
 import os
 import platform
 import signal
@@ -45,6 +44,7 @@ import grpc
 from npudure.agent.cpu_account import STAGES, THREADS
 from npudure.bench.cpu import process_cpu_s
 from npudure.bench.fmt import f, text_table
+from npudure.bench.results import write_json
 from npudure.lab.local import free_port, wait_serving
 from npudure.proto import inference_pb2 as pb
 from npudure.service.runtime import MALLOC_TUNING
@@ -475,8 +475,7 @@ def main(argv: list[str] | None = None) -> int:
     result = run(args)
     print("\n".join(report(result)))
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2))
+        write_json(args.json, result)
     return 0
 
 

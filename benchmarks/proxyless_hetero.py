@@ -35,7 +35,10 @@ import grpc
 import numpy as np
 
 from npudure.bench.fmt import text_table
-from npudure.client.routes import channel_options, fetch_route
+from npudure.bench.load import LoadTarget, Target
+from npudure.bench.results import write_json
+from npudure.client.proxyless import ProxylessTarget
+from npudure.client.routes import fetch_route_on
 from npudure.lab.local import LocalCluster
 from npudure.proto import contract
 from npudure.proto import inference_pb2 as pb
@@ -47,9 +50,8 @@ OPTIONS = contract.message_size_options(16 << 20)
 
 
 async def closed_loop(
-    channel: grpc.aio.Channel, payload: bytes, concurrency: int, warmup_s: float, duration_s: float
+    target: LoadTarget, payload: bytes, concurrency: int, warmup_s: float, duration_s: float
 ) -> dict[str, Any]:
-    call = channel.unary_unary(contract.INFER_METHOD)
     nodes: Counter[str] = Counter()
     errors: Counter[str] = Counter()
     start = time.monotonic() + warmup_s
@@ -59,7 +61,7 @@ async def closed_loop(
         while time.monotonic() < end:
             sent = time.monotonic()
             try:
-                reply = await call(payload, timeout=30)
+                reply = await target.infer(payload, 30)
             except grpc.aio.AioRpcError as exc:
                 errors[exc.code().name] += 1
                 continue
@@ -70,12 +72,18 @@ async def closed_loop(
     return {"req_per_s": sum(nodes.values()) / duration_s, "nodes": dict(nodes), "errors": dict(errors)}
 
 
-async def measure(
-    target: str, options: list[tuple[str, Any]], payload: bytes, concurrency: int, args
-) -> dict[str, Any]:
-    async with grpc.aio.insecure_channel(target, options=options) as channel:
-        await asyncio.wait_for(channel.channel_ready(), 15)
-        return await closed_loop(channel, payload, concurrency, args.warmup, args.duration)
+def one_channel(address: str) -> Target:
+    """One bare channel to a scheduler or an agent: no token interceptor (frames need none)."""
+    return Target(address, 1, options=OPTIONS, from_env=False)
+
+
+async def measure(target: LoadTarget, payload: bytes, concurrency: int, args) -> dict[str, Any]:
+    """One closed loop over ``target``: one channel to an address, or one over a proxyless route."""
+    await target.open(15)
+    try:
+        return await closed_loop(target, payload, concurrency, args.warmup, args.duration)
+    finally:
+        await target.close()
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -121,13 +129,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         with security.channel(cluster.address) as control:
             cluster_stub = rpc.ClusterStub(control)
             cluster_stub.SetNodeCpuCap(pb.SetNodeCpuCapRequest(node=slowed, mhz=CAP_MHZ), timeout=10)
-            route = fetch_route(cluster.address)
-            proxyless_options = channel_options(route, OPTIONS)
+            # The run's routes are fixed: the scheduler's (weighted_round_robin) and the same with
+            # plain round_robin.
+            route = fetch_route_on(control, cluster.address)
             sc = json.loads(route.service_config_json)
             sc["loadBalancingConfig"] = [{"round_robin": {}}]
-            rr_options = channel_options(replace(route, service_config_json=json.dumps(sc)), OPTIONS)
+            routes = {
+                "weighted_round_robin": route,
+                "round_robin": replace(route, service_config_json=json.dumps(sc)),
+            }
             for name, proc in cluster.agents.items():
-                r = asyncio.run(measure(proc.address, OPTIONS, payload, depth, args))
+                r = asyncio.run(measure(one_channel(proc.address), payload, depth, args))
                 results["alone"][name] = r["req_per_s"]
                 log(f"  {name} alone: {r['req_per_s']:.1f} req/s")
             summed = sum(results["alone"].values())
@@ -143,10 +155,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for mode, policy in order:
                     if mode == "central":
                         cluster_stub.SetPolicy(pb.SetPolicyRequest(policy=policy), timeout=5)
-                        r = asyncio.run(measure(cluster.address, OPTIONS, payload, depth * args.boards, args))
+                        target: LoadTarget = one_channel(cluster.address)
                     else:
-                        options = proxyless_options if policy == "weighted_round_robin" else rr_options
-                        r = asyncio.run(measure(route.target, options, payload, depth * args.boards, args))
+                        target = ProxylessTarget(
+                            cluster.address, 1, options=OPTIONS, fixed_route=routes[policy], from_env=False
+                        )
+                    r = asyncio.run(measure(target, payload, depth * args.boards, args))
                     r |= {
                         "mode": mode,
                         "policy": policy,
@@ -204,8 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("\n" + "\n".join(table))
     print("  req/s: median of repetitions; of sum: / the summed capacities measured alone.")
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(results, indent=2))
+        write_json(args.out, results)
     return 0
 
 

@@ -49,7 +49,8 @@ class LoadTarget(Protocol):
 class Target:
     """``connections`` gRPC channels (separate TCP connections) to one scheduler or agent — or, given
     the channel ``options`` of a proxyless route (npudure.client.routes.channel_options), to every
-    board of the route's target, balanced by gRPC itself."""
+    board of the route's target, balanced by gRPC itself. ``from_env=False``: no TLS identity or admin
+    token from the environment (frames need no token)."""
 
     def __init__(
         self,
@@ -57,8 +58,10 @@ class Target:
         connections: int = 2,
         max_message_bytes: int = 16 * 1024 * 1024,
         options: Sequence[tuple[str, object]] | None = None,
+        from_env: bool = True,
     ) -> None:
         self.address = address
+        self.from_env = from_env
         self.connections = max(1, connections)
         self._options = (
             list(options)
@@ -77,7 +80,7 @@ class Target:
 
     async def open(self, ready_timeout_s: float = 10.0) -> None:
         for _ in range(self.connections):
-            channel = security.aio_channel(self.address, self._options)
+            channel = security.aio_channel(self.address, self._options, from_env=self.from_env)
             self._channels.append(channel)
             # No serializers: the request is already bytes and the response stays bytes.
             self._calls.append(channel.unary_unary(contract.INFER_METHOD))

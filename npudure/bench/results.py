@@ -102,6 +102,9 @@ def json_safe(value: Any) -> Any:
 
 
 def write_json(path: Path, data: Any) -> Path:
+    """Indented, JSON-safe (``json_safe``), atomic (a reader never sees half a file); the folder is
+    made when missing (a benchmark's ``--out build/x.json``)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(json.dumps(json_safe(data), indent=2, sort_keys=False) + "\n")
     os.replace(tmp, path)

@@ -51,9 +51,12 @@ from npudure.security import access as security
 
 
 def aio_board_channel(
-    route: RouteInfo, tls: TlsConfig | None = None, options: Sequence[tuple[str, object]] = ()
+    route: RouteInfo,
+    tls: TlsConfig | None = None,
+    options: Sequence[tuple[str, object]] = (),
+    from_env: bool = True,
 ) -> grpc.aio.Channel:
-    return security.aio_channel(route.target, channel_options(route, options), tls=tls)
+    return security.aio_channel(route.target, channel_options(route, options), tls=tls, from_env=from_env)
 
 
 async def open_aio_channel(
@@ -88,6 +91,8 @@ class ProxylessTarget:
     Same shape as the harness's ``Target`` (open / infer / close), so a load generator can take
     either. ``connections`` channels, each balancing over every board by itself. Given ``fixed_route``
     it neither asks the scheduler nor follows changes (a benchmark run records the route it ran on).
+    ``from_env=False``: no TLS identity or admin token from the environment (a benchmark measuring
+    the bare frame path; frames need no token).
     """
 
     def __init__(
@@ -98,8 +103,10 @@ class ProxylessTarget:
         tls: TlsConfig | None = None,
         options: Sequence[tuple[str, object]] = (),
         fixed_route: RouteInfo | None = None,
+        from_env: bool = True,
     ) -> None:
         self.address = scheduler_target
+        self.from_env = from_env
         self.connections = max(1, connections)
         self.tls = tls
         self.options = list(options)
@@ -121,7 +128,9 @@ class ProxylessTarget:
         return self._table.changes
 
     def _open_channels(self, route: RouteInfo) -> list[grpc.aio.Channel]:
-        return [aio_board_channel(route, self.tls, self.options) for _ in range(self.connections)]
+        return [
+            aio_board_channel(route, self.tls, self.options, self.from_env) for _ in range(self.connections)
+        ]
 
     def _install(self, route: RouteInfo) -> None:
         if self._table.offer(route):

@@ -6,7 +6,6 @@ path carried requests without errors and that every figure and verdict line is t
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import subprocess
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from npudure.bench.forwarding.nginx import nginx_config, nginx_version
 from npudure.scheduler.policies import POLICIES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,15 +42,6 @@ FIGURE_LABELS = (
     "nginx forwarding capacity",
     "ms added p50 (scheduler)",
 )
-
-
-def bench_module():
-    spec = importlib.util.spec_from_file_location("forwarding_bench", SCRIPT)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up while being defined
-    spec.loader.exec_module(module)
-    return module
 
 
 def run_quick(tmp_path: Path, *extra: str) -> tuple[str, dict]:
@@ -121,9 +112,7 @@ def test_without_nginx_the_peer_is_skipped_with_install_advice(tmp_path):
     ],
 )
 def test_nginx_config_uses_the_http2_syntax_of_its_version(version, listen):
-    conf = bench_module().nginx_config(
-        Path("/tmp/x"), "127.0.0.1:18080", ["127.0.0.1:1", "127.0.0.1:2"], 8, version
-    )
+    conf = nginx_config(Path("/tmp/x"), "127.0.0.1:18080", ["127.0.0.1:1", "127.0.0.1:2"], 8, version)
     assert listen in conf
     assert ("http2 on;" in conf) == (version >= (1, 25, 1))
     for line in (
@@ -139,11 +128,10 @@ def test_nginx_config_uses_the_http2_syntax_of_its_version(version, listen):
 
 @pytest.mark.skipif(NGINX is None, reason="nginx is not installed (apt-get install nginx-light)")
 def test_installed_nginx_accepts_the_generated_config(tmp_path):
-    bench = bench_module()
-    version = bench.nginx_version(NGINX)
+    version = nginx_version(NGINX)
     assert version is not None
     conf = tmp_path / "nginx.conf"
-    conf.write_text(bench.nginx_config(tmp_path, "127.0.0.1:18080", ["127.0.0.1:1"], 4, version))
+    conf.write_text(nginx_config(tmp_path, "127.0.0.1:18080", ["127.0.0.1:1"], 4, version))
     check = subprocess.run(
         [NGINX, "-e", str(tmp_path / "error.log"), "-p", f"{tmp_path}/", "-c", str(conf), "-t"],
         capture_output=True,
