@@ -73,7 +73,10 @@ class Scheduler(rpc.ClusterServicer):
         self.config = config
         self.config_path = config_path  # what ReloadBoards re-reads
         self.metrics = SchedulerMetrics()
-        self.boards: list[Board] = [open_board(i, b, config) for i, b in enumerate(config.boards)]
+        # One set of admin tokens: what admin callers must send and what the boards get; re-read in
+        # place by ReloadBoards (a rotation needs no restart).
+        tokens = security.AdminTokens(config.admin.token_file)
+        self.boards: list[Board] = [open_board(i, b, config, tokens) for i, b in enumerate(config.boards)]
         self.by_name = {b.name: b for b in self.boards}
         self.dispatch = Dispatcher(self.boards, config, self.metrics)
         self.serving = ServingPusher(self.boards)
@@ -81,7 +84,7 @@ class Scheduler(rpc.ClusterServicer):
         self._resolved: dict[str, str] = {}
         self.lease = Lease()
         self.health = health.aio.HealthServicer()
-        self.admin = security.AdminGuard(config.admin, config.tls)
+        self.admin = security.AdminGuard(config.admin, config.tls, tokens)
         self.metrics.watch_admin(self.admin)
         self._tasks: list[asyncio.Task[None]] = []
         self.membership = Membership(self)
