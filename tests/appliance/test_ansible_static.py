@@ -224,9 +224,10 @@ def test_scheduler_templates_render_the_boards_of_the_inventory(tmp_path: Path) 
     )
     assert f"ExecStartPre=+{copy}admin-token" in unit
     reload = [line for line in unit if line.startswith("ExecReload=")]
+    run = "/run/npudure-scheduler"
     assert reload == [
         f"ExecReload=+{copy}.admin-token.new",
-        "ExecReload=+/bin/mv -f -T /run/npudure-scheduler/.admin-token.new /run/npudure-scheduler/admin-token",
+        f"ExecReload=+/bin/mv -f -T {run}/.admin-token.new {run}/admin-token",
         "ExecReload=+/opt/npudure/venv/bin/npudure scheduler --config /etc/npudure/scheduler.yml --reload",
     ]
     assert sched.admin.token_file == "/run/npudure-scheduler/admin-token"
