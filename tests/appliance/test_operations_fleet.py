@@ -314,7 +314,6 @@ def test_a_scheduler_restart_under_load_costs_no_request(fleet, tmp_path: Path) 
 HANDOVER = [
     "env",
     "STATE_DIRECTORY=/var/lib/npudure-scheduler",
-    "CREDENTIALS_DIRECTORY=/etc/npudure",
     "/opt/npudure/venv/bin/npudure",
     "scheduler",
     "--config",
