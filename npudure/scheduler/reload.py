@@ -17,6 +17,7 @@ import sys
 import grpc
 from cryptography import x509
 
+from npudure.client.handover_retry import retrying
 from npudure.config import SchedulerConfig
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
@@ -90,8 +91,11 @@ def run(config_path: str, timeout_s: float = 15.0) -> int:
     metadata = tuple(("authorization", f"Bearer {t}") for t in tokens[: security.MAX_SENT_TOKENS])
     with channel:
         try:
-            reply = rpc.ClusterStub(channel).ReloadBoards(
-                pb.ReloadBoardsRequest(), timeout=timeout_s, metadata=metadata
+            # Repeated while the scheduler hands over (UNAVAILABLE): the successor gets it then.
+            reply = retrying(
+                lambda: rpc.ClusterStub(channel).ReloadBoards(
+                    pb.ReloadBoardsRequest(), timeout=timeout_s, metadata=metadata
+                )
             )
         except grpc.RpcError as exc:
             if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import grpc
@@ -89,6 +90,16 @@ class Scheduler(rpc.ClusterServicer):
         self._tasks: list[asyncio.Task[None]] = []
         self.membership = Membership(self)
         self.membership.restore()
+        # True while a handover's successor takes the saved state over (serve() wires the lifecycle).
+        self.handing_over: Callable[[], bool] = lambda: False
+
+    async def _may_change(self, context: grpc.aio.ServicerContext, rpc_name: str) -> None:
+        """An admin call that changes the state: credentials first, then refused (UNAVAILABLE, the
+        client retries and reaches the successor) while this process hands its state over."""
+        await self.admin.check(context, rpc_name)
+        if self.handing_over():
+            log.warning("refused %s from %s: handing over to a new scheduler", rpc_name, context.peer())
+            await context.abort(grpc.StatusCode.UNAVAILABLE, f"{rpc_name}: {contract.HANDING_OVER}")
 
     def _state_changed(self) -> None:
         for board in self.boards:
@@ -143,7 +154,7 @@ class Scheduler(rpc.ClusterServicer):
     async def SetActiveNodes(
         self, request: pb.SetActiveNodesRequest, context: grpc.aio.ServicerContext
     ) -> pb.ClusterStatus:
-        await self.admin.check(context, "SetActiveNodes")
+        await self._may_change(context, "SetActiveNodes")
         names = await admin_inputs.require(context, admin_inputs.node_names, list(request.nodes))
         unknown = [n for n in names if n not in self.by_name]
         if not names or unknown:
@@ -166,7 +177,7 @@ class Scheduler(rpc.ClusterServicer):
     async def SetPolicy(
         self, request: pb.SetPolicyRequest, context: grpc.aio.ServicerContext
     ) -> pb.ClusterStatus:
-        await self.admin.check(context, "SetPolicy")
+        await self._may_change(context, "SetPolicy")
         await admin_inputs.require(context, admin_inputs.policy_name, request.policy)
         if request.policy not in POLICIES:
             await context.abort(
@@ -181,7 +192,7 @@ class Scheduler(rpc.ClusterServicer):
     async def DrainNode(
         self, request: pb.DrainNodeRequest, context: grpc.aio.ServicerContext
     ) -> pb.ClusterStatus:
-        await self.admin.check(context, "DrainNode")
+        await self._may_change(context, "DrainNode")
         board = await self._board(request.node, context)
         if board.name in self.membership.leaving:
             await context.abort(
@@ -209,7 +220,7 @@ class Scheduler(rpc.ClusterServicer):
             await context.abort(exc.code(), f"board {board.name}: {exc.details()}")
 
     async def AcquireLease(self, request: pb.LeaseRequest, context: grpc.aio.ServicerContext) -> pb.Lease:
-        await self.admin.check(context, "AcquireLease")
+        await self._may_change(context, "AcquireLease")
         ttl_s = await admin_inputs.require(context, admin_inputs.lease, request.holder, request.ttl_s)
         try:
             lease = self.lease.acquire(request.holder, ttl_s)
@@ -219,7 +230,7 @@ class Scheduler(rpc.ClusterServicer):
         return lease
 
     async def ReleaseLease(self, request: pb.LeaseRequest, context: grpc.aio.ServicerContext) -> pb.Lease:
-        await self.admin.check(context, "ReleaseLease")
+        await self._may_change(context, "ReleaseLease")
         lease = self.lease.release(request.holder)
         self.membership.save()
         return lease
@@ -239,7 +250,7 @@ class Scheduler(rpc.ClusterServicer):
     async def ReloadBoards(
         self, request: pb.ReloadBoardsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ReloadBoardsReply:
-        await self.admin.check(context, "ReloadBoards")
+        await self._may_change(context, "ReloadBoards")
         try:
             reply = await self.membership.reload()
         except ReloadError as exc:
@@ -335,6 +346,7 @@ async def serve(
         config.limits, config.max_message_bytes, config.queue_limit + inflight, options
     )
     lifecycle = Lifecycle(server, scheduler.health, config.shutdown, settings)
+    scheduler.handing_over = lambda: lifecycle.frozen
     try:
         lifecycle.claim()
     except BaseException:
