@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 import grpc
 
 from npudure.bench.cluster import BenchError, ClusterAdmin, explain
+from npudure.client.handover_retry import retrying
 from npudure.proto import inference_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -70,7 +71,12 @@ class LeaseKeeper:
     def _renew(self) -> None:
         while not self._stop.wait(self.ttl_s / 3):
             try:
-                self.admin.cluster.AcquireLease(self._request(), timeout=5.0)
+                # A scheduler handing over refuses the renewal (UNAVAILABLE) for a few seconds: asked
+                # again until the successor takes it, within the time left before the next renewal.
+                retrying(
+                    lambda: self.admin.cluster.AcquireLease(self._request(), timeout=5.0),
+                    budget_s=self.ttl_s / 3,
+                )
             except grpc.RpcError as exc:
                 if not self.doubts or self.doubts[-1][1] is not None:
                     reason = f"lease renewal failed: {exc.code().name}: {exc.details()}"

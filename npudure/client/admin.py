@@ -6,9 +6,11 @@
     npudure admin wait-state --target SCHEDULER --node board1 --state UP
 
 The admin calls carry the fleet's credentials from the environment, as every npudure client
-(NPUDURE_ADMIN_TOKEN_FILE, NPUDURE_TLS_*; npudure.security.access). Exit codes: 0 done, 1 failed or
-timed out (one line on stderr saying what was seen), 3 the scheduler has no board of that name (the
-roll treats a board the scheduler does not know yet as one that needs no drain).
+(NPUDURE_ADMIN_TOKEN_FILE, NPUDURE_TLS_*; npudure.security.access). drain/undrain repeat the call for
+up to 30 s while the scheduler answers UNAVAILABLE (handing over to a new process, or restarting).
+Exit codes: 0 done, 1 failed or timed out (one line on stderr saying what was seen), 3 the scheduler
+has no board of that name (the roll treats a board the scheduler does not know yet as one that needs
+no drain).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import TypeVar
 
 import grpc
 
+from npudure.client.handover_retry import retrying
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
@@ -45,7 +48,9 @@ def _rpc_error(target: str, what: str, exc: grpc.RpcError) -> AdminError:
 
 
 def set_drain(channel: grpc.Channel, node: str, drain: bool, timeout_s: float) -> pb.ClusterStatus:
-    return rpc.ClusterStub(channel).DrainNode(pb.DrainNodeRequest(node=node, drain=drain), timeout=timeout_s)
+    """DrainNode, repeated while the scheduler hands over or restarts (UNAVAILABLE, bounded)."""
+    request = pb.DrainNodeRequest(node=node, drain=drain)
+    return retrying(lambda: rpc.ClusterStub(channel).DrainNode(request, timeout=timeout_s))
 
 
 def board_state(status: pb.ClusterStatus, node: str) -> str | None:

@@ -18,6 +18,10 @@ INFER_METHOD = f"/{INFERENCE}/Infer"
 
 _STATE_PREFIX = "BOARD_STATE_"
 
+# A scheduler handing over refuses changes to its state with UNAVAILABLE and this text: its successor
+# has read (or is reading) the saved state, and a change made here would be lost. Clients retry.
+HANDING_OVER = "handing over to a new scheduler; retry"
+
 # gRPC's default client backoff grows to two minutes; a restarted board or scheduler is back in < 2 s.
 RECONNECT_INITIAL_MS = 200
 RECONNECT_MAX_MS = 2000

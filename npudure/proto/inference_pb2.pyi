@@ -367,15 +367,17 @@ class ReloadBoardsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ReloadBoardsReply(_message.Message):
-    __slots__ = ("added", "removed", "policy", "restart_needed", "status")
+    __slots__ = ("added", "removed", "policy", "restart_needed", "status", "admin_tokens")
     ADDED_FIELD_NUMBER: _ClassVar[int]
     REMOVED_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
     RESTART_NEEDED_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
+    ADMIN_TOKENS_FIELD_NUMBER: _ClassVar[int]
     added: _containers.RepeatedScalarFieldContainer[str]
     removed: _containers.RepeatedScalarFieldContainer[str]
     policy: str
     restart_needed: _containers.RepeatedScalarFieldContainer[str]
     status: ClusterStatus
-    def __init__(self, added: _Optional[_Iterable[str]] = ..., removed: _Optional[_Iterable[str]] = ..., policy: _Optional[str] = ..., restart_needed: _Optional[_Iterable[str]] = ..., status: _Optional[_Union[ClusterStatus, _Mapping]] = ...) -> None: ...
+    admin_tokens: int
+    def __init__(self, added: _Optional[_Iterable[str]] = ..., removed: _Optional[_Iterable[str]] = ..., policy: _Optional[str] = ..., restart_needed: _Optional[_Iterable[str]] = ..., status: _Optional[_Union[ClusterStatus, _Mapping]] = ..., admin_tokens: _Optional[int] = ...) -> None: ...

@@ -115,7 +115,11 @@ class Board:
         )
 
 
-def open_board(index: int, board: BoardConfig, config: SchedulerConfig) -> Board:
+def open_board(
+    index: int, board: BoardConfig, config: SchedulerConfig, tokens: security.AdminTokens | None = None
+) -> Board:
+    """A board's channels; with ``tokens`` (the scheduler's own, reloaded in place) its admin calls
+    carry the first of them at each call, so a rotated token reaches the boards without a restart."""
     options = [
         *contract.message_size_options(config.max_message_bytes),
         # Separate TCP connections per channel: otherwise gRPC shares one subchannel between them.
@@ -123,13 +127,16 @@ def open_board(index: int, board: BoardConfig, config: SchedulerConfig) -> Board
         # Come back quickly after a board restarts instead of backing off for up to two minutes.
         *contract.reconnect_options(),
     ]
-    token = security.read_token(config.admin.token_file) if config.admin.token_file else None
+    token = None
+    if tokens is None and config.admin.token_file:
+        token = security.read_token(config.admin.token_file)
     channels = [
         security.aio_channel(
             board.address,
             options,
             tls=config.tls,
             token=token,
+            tokens=tokens,
             from_env=False,
             token_methods=security.NODE_ADMIN_METHODS,  # not on Infer, health checks, status polls
         )

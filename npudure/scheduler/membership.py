@@ -31,6 +31,7 @@ from npudure.scheduler.dispatch import Dispatcher
 from npudure.scheduler.metrics import SchedulerMetrics
 from npudure.scheduler.policies import make_policy
 from npudure.scheduler.route import ServingPusher, resolve
+from npudure.security import access as security
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +121,7 @@ class Host(Protocol):
     serving: ServingPusher
     monitors: list[BoardMonitor]
     metrics: SchedulerMetrics
+    admin: security.AdminGuard
     _tasks: list[asyncio.Task[None]]
     _resolved: dict[str, str]
 
@@ -192,6 +194,7 @@ class Membership:
         if not host.config_path:
             raise ReloadError("this scheduler was not started from a config file: nothing to reload")
         new = read_config(host.config_path)
+        tokens = self._read_tokens()
         diff = diff_boards({b.name: b.address for b in host.boards}, self.leaving, new.boards)
         resolved = await check_addresses(diff.added)
         old = host.config
@@ -206,24 +209,41 @@ class Membership:
             host.dispatch.policy = make_policy(new.policy)
             policy = new.policy
         restart = restart_needed(old, new)
+        host.admin.admin_tokens.values = tokens  # from now on: accepted, and the first sent to the boards
         host._state_changed()
         self.save()
         log.info(
-            "reloaded %s: added %s, removing %s, policy %s%s",
+            "reloaded %s: added %s, removing %s, policy %s, %d admin token(s)%s",
             host.config_path,
             ", ".join(b.name for b in diff.added) or "none",
             ", ".join(diff.removed) or "none",
             policy or "unchanged",
+            len(tokens),
             f"; needs a restart for: {', '.join(restart)}" if restart else "",
         )
         return pb.ReloadBoardsReply(
-            added=[b.name for b in diff.added], removed=diff.removed, policy=policy, restart_needed=restart
+            added=[b.name for b in diff.added],
+            removed=diff.removed,
+            policy=policy,
+            restart_needed=restart,
+            admin_tokens=len(tokens),
         )
+
+    def _read_tokens(self) -> list[str]:
+        """The admin token file re-read (a rotation's new line, or the old one dropped); a file that
+        is unusable refuses the whole reload and the current tokens stay."""
+        tokens = self.host.admin.admin_tokens
+        if not tokens.path:
+            return []
+        try:
+            return security.read_tokens(tokens.path)
+        except security.SecurityError as exc:
+            raise ReloadError(f"{exc}; the scheduler keeps its current admin tokens") from None
 
     def _add(self, config: BoardConfig) -> None:
         host = self.host
         index = max((b.index for b in host.boards), default=-1) + 1
-        board = open_board(index, config, host.config)
+        board = open_board(index, config, host.config, host.admin.admin_tokens)
         # Joins like a board back from an outage: after recovery_checks good health checks in a row.
         board.down = True
         host.boards.append(board)

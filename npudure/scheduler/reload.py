@@ -1,8 +1,12 @@
 """``npudure scheduler --config FILE --reload``: the unit's ExecReload (``systemctl reload``).
 
 Validates FILE here first (a bad file never reaches the scheduler), then asks the running scheduler
-to apply it (admin RPC ReloadBoards, with the config's own TLS identity and admin token). Prints one
+to apply it (admin RPC ReloadBoards, with the config's own TLS identity and admin tokens). Prints one
 line either way, so the journal says what happened; a non-zero exit fails ``systemctl reload``.
+
+Every token of the file is sent (up to ``MAX_SENT_TOKENS``): in a rotation the file has just gained
+or lost a line and the running scheduler holds the other set; whichever it accepts, the reload then
+makes it re-read the file, and it accepts exactly the file's tokens from then on.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import sys
 import grpc
 from cryptography import x509
 
+from npudure.client.handover_retry import retrying
 from npudure.config import SchedulerConfig
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
@@ -68,6 +73,8 @@ def summary(reply: pb.ReloadBoardsReply) -> str:
         + (" (draining; they leave when idle)" if reply.removed else ""),
         f"policy {reply.policy or 'unchanged'}",
     ]
+    if reply.admin_tokens:
+        parts.append(f"{reply.admin_tokens} admin token(s) accepted")
     if reply.restart_needed:
         parts.append(f"these take effect at the next restart: {', '.join(reply.restart_needed)}")
     return "; ".join(parts)
@@ -76,16 +83,19 @@ def summary(reply: pb.ReloadBoardsReply) -> str:
 def run(config_path: str, timeout_s: float = 15.0) -> int:
     try:
         config = read_config(config_path)
-        token = security.read_token(config.admin.token_file) if config.admin.token_file else None
+        tokens = security.read_tokens(config.admin.token_file) if config.admin.token_file else []
         channel = _channel(config)
     except (ReloadError, security.SecurityError, OSError, ValueError) as exc:
         print(f"{PREFIX} refused, the scheduler keeps its current boards: {exc}", file=sys.stderr)
         return EX_CONFIG
-    metadata = (("authorization", f"Bearer {token}"),) if token else ()
+    metadata = tuple(("authorization", f"Bearer {t}") for t in tokens[: security.MAX_SENT_TOKENS])
     with channel:
         try:
-            reply = rpc.ClusterStub(channel).ReloadBoards(
-                pb.ReloadBoardsRequest(), timeout=timeout_s, metadata=metadata
+            # Repeated while the scheduler hands over (UNAVAILABLE): the successor gets it then.
+            reply = retrying(
+                lambda: rpc.ClusterStub(channel).ReloadBoards(
+                    pb.ReloadBoardsRequest(), timeout=timeout_s, metadata=metadata
+                )
             )
         except grpc.RpcError as exc:
             if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:

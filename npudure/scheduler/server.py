@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import grpc
@@ -73,7 +74,10 @@ class Scheduler(rpc.ClusterServicer):
         self.config = config
         self.config_path = config_path  # what ReloadBoards re-reads
         self.metrics = SchedulerMetrics()
-        self.boards: list[Board] = [open_board(i, b, config) for i, b in enumerate(config.boards)]
+        # One set of admin tokens: what admin callers must send and what the boards get; re-read in
+        # place by ReloadBoards (a rotation needs no restart).
+        tokens = security.AdminTokens(config.admin.token_file)
+        self.boards: list[Board] = [open_board(i, b, config, tokens) for i, b in enumerate(config.boards)]
         self.by_name = {b.name: b for b in self.boards}
         self.dispatch = Dispatcher(self.boards, config, self.metrics)
         self.serving = ServingPusher(self.boards)
@@ -81,11 +85,21 @@ class Scheduler(rpc.ClusterServicer):
         self._resolved: dict[str, str] = {}
         self.lease = Lease()
         self.health = health.aio.HealthServicer()
-        self.admin = security.AdminGuard(config.admin, config.tls)
+        self.admin = security.AdminGuard(config.admin, config.tls, tokens)
         self.metrics.watch_admin(self.admin)
         self._tasks: list[asyncio.Task[None]] = []
         self.membership = Membership(self)
         self.membership.restore()
+        # True while a handover's successor takes the saved state over (serve() wires the lifecycle).
+        self.handing_over: Callable[[], bool] = lambda: False
+
+    async def _may_change(self, context: grpc.aio.ServicerContext, rpc_name: str) -> None:
+        """An admin call that changes the state: credentials first, then refused (UNAVAILABLE, the
+        client retries and reaches the successor) while this process hands its state over."""
+        await self.admin.check(context, rpc_name)
+        if self.handing_over():
+            log.warning("refused %s from %s: handing over to a new scheduler", rpc_name, context.peer())
+            await context.abort(grpc.StatusCode.UNAVAILABLE, f"{rpc_name}: {contract.HANDING_OVER}")
 
     def _state_changed(self) -> None:
         for board in self.boards:
@@ -140,7 +154,7 @@ class Scheduler(rpc.ClusterServicer):
     async def SetActiveNodes(
         self, request: pb.SetActiveNodesRequest, context: grpc.aio.ServicerContext
     ) -> pb.ClusterStatus:
-        await self.admin.check(context, "SetActiveNodes")
+        await self._may_change(context, "SetActiveNodes")
         names = await admin_inputs.require(context, admin_inputs.node_names, list(request.nodes))
         unknown = [n for n in names if n not in self.by_name]
         if not names or unknown:
@@ -163,7 +177,7 @@ class Scheduler(rpc.ClusterServicer):
     async def SetPolicy(
         self, request: pb.SetPolicyRequest, context: grpc.aio.ServicerContext
     ) -> pb.ClusterStatus:
-        await self.admin.check(context, "SetPolicy")
+        await self._may_change(context, "SetPolicy")
         await admin_inputs.require(context, admin_inputs.policy_name, request.policy)
         if request.policy not in POLICIES:
             await context.abort(
@@ -178,7 +192,7 @@ class Scheduler(rpc.ClusterServicer):
     async def DrainNode(
         self, request: pb.DrainNodeRequest, context: grpc.aio.ServicerContext
     ) -> pb.ClusterStatus:
-        await self.admin.check(context, "DrainNode")
+        await self._may_change(context, "DrainNode")
         board = await self._board(request.node, context)
         if board.name in self.membership.leaving:
             await context.abort(
@@ -206,7 +220,7 @@ class Scheduler(rpc.ClusterServicer):
             await context.abort(exc.code(), f"board {board.name}: {exc.details()}")
 
     async def AcquireLease(self, request: pb.LeaseRequest, context: grpc.aio.ServicerContext) -> pb.Lease:
-        await self.admin.check(context, "AcquireLease")
+        await self._may_change(context, "AcquireLease")
         ttl_s = await admin_inputs.require(context, admin_inputs.lease, request.holder, request.ttl_s)
         try:
             lease = self.lease.acquire(request.holder, ttl_s)
@@ -216,7 +230,7 @@ class Scheduler(rpc.ClusterServicer):
         return lease
 
     async def ReleaseLease(self, request: pb.LeaseRequest, context: grpc.aio.ServicerContext) -> pb.Lease:
-        await self.admin.check(context, "ReleaseLease")
+        await self._may_change(context, "ReleaseLease")
         lease = self.lease.release(request.holder)
         self.membership.save()
         return lease
@@ -236,7 +250,7 @@ class Scheduler(rpc.ClusterServicer):
     async def ReloadBoards(
         self, request: pb.ReloadBoardsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ReloadBoardsReply:
-        await self.admin.check(context, "ReloadBoards")
+        await self._may_change(context, "ReloadBoards")
         try:
             reply = await self.membership.reload()
         except ReloadError as exc:
@@ -332,6 +346,7 @@ async def serve(
         config.limits, config.max_message_bytes, config.queue_limit + inflight, options
     )
     lifecycle = Lifecycle(server, scheduler.health, config.shutdown, settings)
+    scheduler.handing_over = lambda: lifecycle.frozen
     try:
         lifecycle.claim()
     except BaseException:

@@ -137,12 +137,37 @@ def add_port(server: grpc.aio.Server, listen: str, tls: TlsConfig | None) -> int
     return port
 
 
+class AdminTokens:
+    """The admin tokens a server accepts (every line of its file) and sends (the first), re-read
+    in place by ``reload``: a rotation reaches a running scheduler without a restart
+    (``systemctl reload``; docs/operations.md). Empty when the server has no token file."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path = path
+        self.values: list[str] = read_tokens(path) if path else []
+
+    @property
+    def first(self) -> str | None:
+        return self.values[0] if self.values else None
+
+    def reload(self) -> int:
+        """Re-read the file; SecurityError (and the current tokens kept) when it is unusable. Returns
+        how many tokens are accepted now."""
+        if self.path:
+            self.values = read_tokens(self.path)
+        return len(self.values)
+
+
+# A client may send several tokens (the scheduler's --reload sends every line of its file: during a
+# rotation it cannot know which one the running server holds); more than this is not looked at.
+MAX_SENT_TOKENS = 4
+
+
 class AdminGuard:
-    def __init__(self, admin: AdminConfig, tls: TlsConfig | None) -> None:
+    def __init__(self, admin: AdminConfig, tls: TlsConfig | None, tokens: AdminTokens | None = None) -> None:
         self.identities = {i.encode() for i in admin.identities}
         self.tls = tls is not None
-        self.tokens = read_tokens(admin.token_file) if admin.token_file else []
-        self.token = self.tokens[0] if self.tokens else None
+        self.admin_tokens = tokens if tokens is not None else AdminTokens(admin.token_file)
         self.open = admin.insecure_open
         self.refused: Counter[str] = Counter()  # by RPC name, for npudure_admin_refused_total
         if self.open:
@@ -152,6 +177,14 @@ class AdminGuard:
                 "no admin.token_file and no tls: every admin RPC will be refused (set admin.token_file)"
             )
 
+    @property
+    def tokens(self) -> list[str]:
+        return self.admin_tokens.values
+
+    @property
+    def token(self) -> str | None:
+        return self.admin_tokens.first
+
     def allows(self, context: grpc.aio.ServicerContext) -> bool:
         if self.open:
             return True
@@ -160,10 +193,13 @@ class AdminGuard:
             if any(name in self.identities for name in names):
                 return True
         if self.tokens:
-            value = dict(context.invocation_metadata() or ()).get("authorization", "")
-            sent = value.encode() if isinstance(value, str) else value  # bytes only for "-bin" keys
-            # Every token compared (no early exit): the time taken does not tell which one matched.
-            matches = [hmac.compare_digest(sent, f"Bearer {t}".encode()) for t in self.tokens]
+            values = [v for k, v in context.invocation_metadata() or () if k == "authorization"]
+            # Every pair compared (no early exit): the time taken does not tell which one matched.
+            matches = [
+                hmac.compare_digest(v.encode() if isinstance(v, str) else v, f"Bearer {t}".encode())
+                for v in values[:MAX_SENT_TOKENS]
+                for t in self.tokens
+            ]
             if any(matches):
                 return True
         return False
@@ -253,9 +289,17 @@ NODE_ADMIN_METHODS = frozenset(
 
 
 class _AioMetadata(grpc.aio.UnaryUnaryClientInterceptor):
-    def __init__(self, metadata: tuple[tuple[str, str], ...], methods: frozenset[str] | None = None) -> None:
-        self.metadata = metadata
+    def __init__(
+        self,
+        metadata: tuple[tuple[str, str], ...] | Callable[[], tuple[tuple[str, str], ...]],
+        methods: frozenset[str] | None = None,
+    ) -> None:
+        self._metadata = metadata  # a function: read at each call (a token reloaded in place)
         self.methods = methods  # None: every call
+
+    @property
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        return self._metadata() if callable(self._metadata) else self._metadata
 
     async def intercept_unary_unary(
         self,
@@ -293,17 +337,23 @@ def aio_channel(
     token: str | None = None,
     from_env: bool = True,
     token_methods: frozenset[str] | None = None,
+    tokens: AdminTokens | None = None,
 ) -> grpc.aio.Channel:
     """An asyncio channel: TLS identity and admin token given, or (``from_env``) from the environment.
 
     With ``token_methods`` the token goes only on those calls (the scheduler's channels to the boards:
-    never on forwarded frames or status polls, which anything on the board network could read)."""
-    if from_env:
+    never on forwarded frames or status polls, which anything on the board network could read).
+    With ``tokens`` (not from the environment) the first of them at each call: reloaded in place."""
+    metadata: tuple[tuple[str, str], ...] | Callable[[], tuple[tuple[str, str], ...]]
+    if tokens is not None:
+        source = tokens
+        metadata = lambda: _bearer(source.first)  # noqa: E731
+    elif from_env:
         tls = tls or client_tls()
         metadata = _token_metadata() or _bearer(token)
     else:
         metadata = _bearer(token)
-    interceptors = [_AioMetadata(metadata, token_methods)] if metadata else None
+    interceptors = [_AioMetadata(metadata, token_methods)] if tokens is not None or metadata else None
     if tls:
         return grpc.aio.secure_channel(
             target, channel_credentials(tls), options=list(options), interceptors=interceptors

@@ -63,6 +63,12 @@ class Lifecycle:
                 signal.signal(handover.SIGNAL, signal.SIG_IGN)  # until run(): SIGUSR2 would kill us
 
     @property
+    def frozen(self) -> bool:
+        """From the successor's start on (it reads the saved state) until this process exits, unless
+        the handover failed: a change to the state made here now would be lost."""
+        return self._handing_over or self.handed_over
+
+    @property
     def reuse_port(self) -> bool:
         """Ports shared with a successor (SO_REUSEPORT) only while the pid file's lock guards them."""
         return self.settings is not None

@@ -215,8 +215,22 @@ def test_scheduler_templates_render_the_boards_of_the_inventory(tmp_path: Path) 
     assert sched.policy == "p2c" and sched.thermal_limit_c is None
     unit = (out / "sched-npudure-scheduler.service").read_text().splitlines()
     assert "ProtectSystem=strict" in unit and "Restart=on-failure" in unit
-    assert "LoadCredential=admin-token:/etc/npudure/admin-token" in unit
-    assert sched.admin.token_file == "${CREDENTIALS_DIRECTORY}/admin-token"
+    # The token: root's file copied as root (+) into the service's RuntimeDirectory at the start and
+    # again by every reload (renamed into place), so a rotation reaches the running scheduler.
+    assert "LoadCredential=admin-token:/etc/npudure/admin-token" not in unit
+    assert "RuntimeDirectory=npudure-scheduler" in unit and "RuntimeDirectoryMode=0700" in unit
+    copy = (
+        "/usr/bin/install -m 0600 -o npudure -g npudure -T /etc/npudure/admin-token /run/npudure-scheduler/"
+    )
+    assert f"ExecStartPre=+{copy}admin-token" in unit
+    reload = [line for line in unit if line.startswith("ExecReload=")]
+    run = "/run/npudure-scheduler"
+    assert reload == [
+        f"ExecReload=+{copy}.admin-token.new",
+        f"ExecReload=+/bin/mv -f -T {run}/.admin-token.new {run}/admin-token",
+        "ExecReload=+/opt/npudure/venv/bin/npudure scheduler --config /etc/npudure/scheduler.yml --reload",
+    ]
+    assert sched.admin.token_file == "/run/npudure-scheduler/admin-token"
 
 
 # ---------------------------------------------------------------- the wheelhouse script
@@ -332,10 +346,27 @@ def test_the_scheduler_is_handed_over_first_and_restarted_only_when_that_cannot_
     assert "rc not in [0, 3]" in handover["failed_when"]
     assert "__npudure_scheduler_unit is changed" in restart["when"][-1]
     assert "rc == 3" in restart["when"][-1]
-    # The admin token is a systemd credential, copied only at the unit's start: a new one (a token
-    # rotation) must restart, or the successor would inherit the old copy.
-    assert "__npudure_scheduler_token is not changed" in handover["when"]
-    assert "__npudure_scheduler_token is changed" in restart["when"][-1]
-    tasks = (ROOT / "roles/npudure_scheduler/tasks/configure.yml").read_text()
-    for topic in {t["notify"] for t in yaml.safe_load(tasks) if "notify" in t} - {"Reload npudure-scheduler"}:
+    # A new admin token alone (a rotation) neither restarts nor hands over: a reload gives it to the
+    # running scheduler, first, so a handover in the same run starts its successor with the new copy.
+    token = by_name["Give npudure-scheduler its new admin token"]
+    assert names.index("Give npudure-scheduler its new admin token") < names.index(
+        "Hand over npudure-scheduler"
+    )
+    assert token["listen"] == "npudure scheduler token changed"
+    assert token["ansible.builtin.systemd_service"]["state"] == "reloaded"
+    assert "__npudure_scheduler_token is changed" in token["when"]
+    assert "__npudure_scheduler_unit is not changed" in token["when"]
+    assert token["listen"] not in handover["listen"]
+    assert not any("__npudure_scheduler_token" in w for w in handover["when"] + restart["when"])
+    reload = by_name["Reload npudure-scheduler"]
+    assert any("__npudure_scheduler_token_reloaded is skipped" in w for w in reload["when"])
+    tasks = yaml.safe_load((ROOT / "roles/npudure_scheduler/tasks/configure.yml").read_text())
+    install = next(t for t in tasks if t["name"] == "Install the admin token")
+    assert install["notify"] == "npudure scheduler token changed"
+    assert (
+        install["ansible.builtin.copy"]["mode"] == "0600"
+        and install["ansible.builtin.copy"]["owner"] == "root"
+    )
+    topics = {t["notify"] for t in tasks if "notify" in t}
+    for topic in topics - {"Reload npudure-scheduler", "npudure scheduler token changed"}:
         assert topic in handover["listen"], topic

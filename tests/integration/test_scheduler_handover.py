@@ -7,14 +7,23 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import grpc
+from helpers import fleet_ops
 from helpers.fleet_ops import failures, start_load, wait_for
 from helpers.handover import NotifySocket, handover_command, running, stop_pid
 
 from npudure.lab.local import LocalCluster, free_port, wait_serving
+from npudure.proto import contract
+from npudure.proto import inference_pb2 as pb
+from npudure.proto import inference_pb2_grpc as rpc
+from npudure.security import access as security
 from npudure.service import handover
 
 
@@ -125,3 +134,49 @@ def test_the_http_api_and_metrics_ports_are_handed_over_too(tmp_path) -> None:
         finally:
             if successor:
                 stop_pid(successor)
+
+
+def test_no_admin_change_is_lost_to_a_handover(tmp_path) -> None:
+    """Changes sent while the old process hands over are refused there (UNAVAILABLE, "handing over"),
+    not taken and lost; ``npudure admin drain`` retries and its drain is on the successor."""
+    successor = 0
+    with _cluster(tmp_path) as cluster:
+        assert cluster.scheduler is not None and cluster.scheduler.process is not None
+        try:
+            # One connection, made before the handover: its calls reach the old process until GOAWAY.
+            with security.channel(cluster.address) as channel:
+                stub = rpc.ClusterStub(channel)
+                stub.SetPolicy(pb.SetPolicyRequest(policy="p2c"), timeout=5)
+                with ThreadPoolExecutor(1) as pool:
+                    asked = pool.submit(handover_command, cluster)
+                    refused = ""
+                    deadline = time.monotonic() + 60
+                    while not refused and time.monotonic() < deadline and not asked.done():
+                        try:
+                            stub.SetPolicy(pb.SetPolicyRequest(policy="p2c"), timeout=5)
+                        except grpc.RpcError as exc:
+                            if contract.HANDING_OVER in (exc.details() or ""):
+                                refused = exc.details() or ""
+                        time.sleep(0.02)
+                    assert refused == f"SetPolicy: {contract.HANDING_OVER}", "no refusal seen"
+                    # The operator's command in the same window: it retries until the successor takes it.
+                    argv = [sys.executable, "-m", "npudure", "admin", "drain", "--node", "board1"]
+                    drained = subprocess.run(
+                        [*argv, "--target", cluster.address],
+                        capture_output=True,
+                        text=True,
+                        timeout=60,
+                    )
+                    done = asked.result(timeout=120)
+            assert done.returncode == 0, done.stderr
+            assert drained.returncode == 0, drained.stderr
+            successor = handover.read_pid(tmp_path / handover.PID_NAME) or 0
+            assert cluster.scheduler.process.wait(timeout=30) == 0
+            # Everything acknowledged is on the process that serves now.
+            status = fleet_ops.status(cluster)
+            assert status.policy == "p2c"
+            assert fleet_ops.board_states(cluster)["board1"] == "DRAINING"
+        finally:
+            if successor:
+                stop_pid(successor)
+    assert "handing over to a new scheduler" in cluster.logs("scheduler")

@@ -3,13 +3,17 @@ the window, the scheduler's calls to the agents keep working at every step, and 
 
 The cluster's services share one token file, rewritten at each step as an operator's play would:
 "old\\nnew" (send old, accept both), "new\\nold" (send new, accept both), "new" (old refused).
+
+The second test rotates as rotate-token.yml does on the appliance, with no scheduler restart: each
+step rolls the agents, then reloads the scheduler (``npudure scheduler --reload``, the unit's
+ExecReload), which re-reads its token file in place; the scheduler's pid never changes.
 """
 
 from __future__ import annotations
 
 import grpc
 import pytest
-from helpers.fleet_ops import board_states, failures, start_load, wait_for
+from helpers.fleet_ops import board_states, failures, reload, start_load, wait_for
 
 from npudure.lab.local import LocalCluster
 from npudure.proto import inference_pb2 as pb
@@ -79,5 +83,59 @@ def test_a_token_rotation_with_overlap_fails_nothing(tmp_path, monkeypatch: pyte
         assert not _admin_ok(cluster.address, OLD)
         failed, total, errors, gap = failures(load)
     print(f"token rotation under central load: {failed}/{total} failed, longest gap {gap:.2f}s")
+    assert total > 50
+    assert failed == 0, errors
+
+
+def _roll_agents(cluster: LocalCluster) -> None:
+    """Agents restarted one at a time, the next once the scheduler has this one back (a roll)."""
+    for name in list(cluster.agents):
+        cluster.restart_agent(name)
+        wait_for(f"{name} UP", lambda name=name: board_states(cluster)[name] == "UP")
+
+
+def test_a_token_rotation_reaches_the_running_scheduler_by_a_reload(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token_file = tmp_path / "admin-token"
+    _write(token_file, OLD)
+    monkeypatch.setenv("NPUDURE_ADMIN_TOKEN_FILE", str(token_file))
+    with LocalCluster(boards=2, time_scale=3.0, admin_token_file=token_file) as cluster:
+        assert cluster.scheduler is not None and cluster.scheduler.process is not None
+        pid = cluster.scheduler.process.pid
+        load = start_load(cluster, "scheduler", duration_s=30.0)
+        # start: "new\nold" on every host; the boards roll first.
+        _write(token_file, NEW, OLD)
+        _roll_agents(cluster)
+        assert not _admin_ok(cluster.address, NEW), "the scheduler took the new token before its reload"
+        done = reload(cluster)
+        assert done.returncode == 0, done.stderr
+        assert "2 admin token(s) accepted" in done.stdout, done.stdout
+        # The window: both accepted by the running scheduler, anything else refused.
+        assert _admin_ok(cluster.address, OLD) and _admin_ok(cluster.address, NEW)
+        assert not _admin_ok(cluster.address, FOREIGN)
+        # finish: "new" alone; the boards roll first and refuse the old token from now on ...
+        _write(token_file, NEW)
+        _roll_agents(cluster)
+        assert not _admin_ok(cluster.agents["board1"].address, OLD, node=True)
+        # ... and still accept what the scheduler sends: the first token of its reloaded set, NEW.
+        assert _scheduler_reaches_agents(cluster, NEW)
+        done = reload(cluster)
+        assert done.returncode == 0, done.stderr
+        assert "1 admin token(s) accepted" in done.stdout, done.stdout
+        assert not _admin_ok(cluster.address, OLD) and _admin_ok(cluster.address, NEW)
+        # A reload is itself an admin call: a file holding only a token the scheduler does not know
+        # changes nothing (refused), and the scheduler keeps the tokens it has.
+        _write(token_file, FOREIGN)
+        refused = reload(cluster)
+        assert refused.returncode == 1 and "PERMISSION_DENIED" in refused.stderr, refused.stderr
+        assert _admin_ok(cluster.address, NEW) and not _admin_ok(cluster.address, FOREIGN)
+        _write(token_file, NEW)
+        assert cluster.scheduler.process.pid == pid and cluster.scheduler.process.poll() is None
+        failed, total, errors, gap = failures(load)
+    print(
+        f"token rotation by reload under central load (2 sim boards, time scale 3, concurrency 6, shared "
+        f"2-core host): {failed}/{total} failed, longest gap {gap:.2f}s, scheduler never restarted"
+    )
     assert total > 50
     assert failed == 0, errors

@@ -24,8 +24,8 @@ from npudure.client.proxyless import ProxylessTarget
 from npudure.client.routes import RouteInfo
 from npudure.proto import contract
 from npudure.proto import inference_pb2 as pb
+from npudure.vision.frames import FRAME_SHAPE
 
-FRAME_SHAPE = (640, 640, 3)
 CLIENT_CONNECTIONS = 2  # generator -> each target address (separate TCP connections)
 OPEN_TIMEOUT_S = 15.0
 

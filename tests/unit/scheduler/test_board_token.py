@@ -66,3 +66,45 @@ async def test_the_token_goes_on_admin_calls_only(tmp_path: Path) -> None:
         "/npudure.v1.Node/SetServing": True,
         "/npudure.v1.Node/SetCpuCap": True,
     }
+
+
+class _Values(grpc.GenericRpcHandler):
+    """Answers nothing (UNIMPLEMENTED); remembers the authorization value of each call."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    def service(self, details):
+        self.sent += [v for k, v in details.invocation_metadata if k == "authorization"]
+        return None
+
+
+async def test_a_reloaded_token_is_what_the_boards_get_next_without_new_channels(tmp_path: Path) -> None:
+    old, new = "o" * 32, "n" * 32
+    path = tmp_path / "admin-token"
+    path.write_text(old + "\n")
+    path.chmod(0o600)
+    recorder = _Values()
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers((recorder,))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    config = SchedulerConfig(
+        boards=[BoardConfig(name="b1", address=f"127.0.0.1:{port}")], admin={"token_file": str(path)}
+    )
+    tokens = security.AdminTokens(str(path))
+    board = open_board(0, config.boards[0], config, tokens)
+    try:
+        for expected in (old, new):
+            if expected == new:
+                path.write_text(f"{new}\n{old}\n")
+                tokens.reload()
+            try:
+                await rpc.NodeStub(board.channels[0]).SetServing(pb.SetServingRequest(), timeout=5)
+            except grpc.aio.AioRpcError as exc:
+                assert exc.code() == grpc.StatusCode.UNIMPLEMENTED
+        assert recorder.sent == [f"Bearer {old}", f"Bearer {new}"]
+    finally:
+        for ch in board.channels:
+            await ch.close()
+        await server.stop(None)

@@ -58,3 +58,24 @@ def test_fields_other_than_boards_and_policy_wait_for_a_restart() -> None:
     old = SchedulerConfig(boards=boards(("b1", "10.0.0.1:1")))
     new = SchedulerConfig(boards=boards(("b2", "10.0.0.2:1")), policy="p2c", queue_limit=7)
     assert restart_needed(old, new) == ["queue_limit"]
+
+
+def test_a_reload_re_reads_the_admin_tokens_and_an_unusable_file_refuses_it(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from npudure.config import AdminConfig
+    from npudure.scheduler.membership import Membership
+    from npudure.security import access as security
+
+    path = tmp_path / "admin-token"
+    path.write_text("o" * 32 + "\n")
+    path.chmod(0o600)
+    guard = security.AdminGuard(AdminConfig(token_file=str(path)), None)
+    host = SimpleNamespace(config=SchedulerConfig(boards=boards(("b1", "10.0.0.1:1"))), admin=guard)
+    membership = Membership(host)  # type: ignore[arg-type]
+    path.write_text("n" * 32 + "\n" + "o" * 32 + "\n")
+    assert membership._read_tokens() == ["n" * 32, "o" * 32]
+    path.write_text("")
+    with pytest.raises(ReloadError, match=r"holds no token.*keeps its current admin tokens"):
+        membership._read_tokens()
+    assert guard.tokens == ["o" * 32]

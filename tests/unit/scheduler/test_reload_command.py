@@ -19,6 +19,7 @@ def test_the_summary_is_one_line_naming_each_change() -> None:
     line = reload.summary(pb.ReloadBoardsReply(added=["b4"], removed=["b2"], restart_needed=["queue_limit"]))
     assert "\n" not in line
     assert "added b4" in line and "removing b2 (draining" in line and "next restart: queue_limit" in line
+    assert "2 admin token(s) accepted" in reload.summary(pb.ReloadBoardsReply(admin_tokens=2))
 
 
 def test_a_bad_file_fails_without_reaching_any_scheduler(tmp_path: Path, capsys) -> None:

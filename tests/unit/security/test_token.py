@@ -79,3 +79,42 @@ def test_the_guard_accepts_old_and_new_during_a_rotation_and_nothing_else(tmp_pa
     assert not guard.allows(_Context("x" * 32)) and not guard.allows(_Context(None))
     single = security.AdminGuard(AdminConfig(token_file=str(_token_file(tmp_path / "s", new + "\n"))), None)
     assert single.allows(_Context(new)) and not single.allows(_Context(old))
+
+
+class _Sent(_Context):
+    """A call carrying several authorization entries (the reload command sends its file's tokens)."""
+
+    def __init__(self, *tokens: str) -> None:
+        self._metadata = tuple(("authorization", f"Bearer {t}") for t in tokens)
+
+
+def test_a_call_with_several_tokens_is_allowed_when_one_matches_among_the_first_few(tmp_path: Path) -> None:
+    from npudure.config import AdminConfig
+
+    known, other = "k" * 32, "x" * 32
+    guard = security.AdminGuard(AdminConfig(token_file=str(_token_file(tmp_path / "t", known + "\n"))), None)
+    assert guard.allows(_Sent(other, known)) and guard.allows(_Sent(known, other))
+    assert not guard.allows(_Sent(other, other))
+    # Only the first MAX_SENT_TOKENS are looked at: a long list of guesses is not a faster brute force.
+    assert not guard.allows(_Sent(*[other] * security.MAX_SENT_TOKENS, known))
+
+
+def test_reloaded_tokens_take_effect_in_place_and_a_bad_file_keeps_the_current_ones(tmp_path: Path) -> None:
+    from npudure.config import AdminConfig
+
+    old, new = "o" * 32, "n" * 32
+    path = _token_file(tmp_path / "t", old + "\n")
+    tokens = security.AdminTokens(str(path))
+    guard = security.AdminGuard(AdminConfig(token_file=str(path)), None, tokens)
+    _token_file(path, f"{new}\n{old}\n")
+    assert not guard.allows(_Context(new))  # the file alone changes nothing: a reload does
+    assert tokens.reload() == 2 and tokens.first == new
+    assert guard.allows(_Context(new)) and guard.allows(_Context(old)) and guard.token == new
+    _token_file(path, "# emptied by mistake\n")
+    with pytest.raises(security.SecurityError, match="holds no token"):
+        tokens.reload()
+    assert guard.tokens == [new, old]
+    _token_file(path, new + "\n").chmod(0o644)
+    with pytest.raises(security.SecurityError, match="readable by others"):
+        tokens.reload()
+    assert guard.allows(_Context(old))

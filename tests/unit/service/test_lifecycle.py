@@ -125,3 +125,35 @@ def test_after_a_handover_the_stop_skips_the_drain_and_says_no_stopping(tmp_path
     assert not any("STOPPING" in m for m in _received(sock))
     status = handover.Status.read(pid_file.with_name(handover.STATUS_NAME))
     assert status is not None and status.ok and status.successor > 0
+
+
+def test_the_state_is_frozen_from_the_successors_start_and_thawed_if_the_handover_fails(tmp_path) -> None:
+    pid_file = tmp_path / handover.PID_NAME
+    gate = tmp_path / "gate"
+    # The successor says ready only once the test has looked (the gate file appears).
+    wait = f"import os, pathlib, time\nwhile not pathlib.Path({str(gate)!r}).exists(): time.sleep(0.01)\n"
+    ready = wait + "os.write(int(os.environ['NPUDURE_HANDOVER_FD']), b'ready\\n')"
+    seen: list[bool] = []
+
+    async def attempt(command: list[str]) -> bool:
+        life = _lifecycle(FakeServer(), HandoverSettings(pid_file, timeout_s=20, command=command))
+        life.claim()
+        try:
+            seen.append(life.frozen)
+            task = asyncio.create_task(life.hand_over())
+            await asyncio.sleep(0.3)
+            seen.append(life.frozen)  # the successor runs, reading the saved state
+            gate.touch()
+            ok = await task
+            seen.append(life.frozen)
+            return ok
+        finally:
+            life.release()
+
+    assert asyncio.run(attempt([sys.executable, "-c", ready])) is True
+    assert seen == [False, True, True]  # after success: frozen until this process exits
+    seen.clear()
+    gate.unlink()
+    failing = [sys.executable, "-c", wait + "raise SystemExit(3)"]
+    assert asyncio.run(attempt(failing)) is False
+    assert seen == [False, True, False]  # the old process keeps serving and takes changes again

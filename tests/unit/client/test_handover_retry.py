@@ -1,0 +1,71 @@
+"""The bounded retry of state-changing admin calls while a scheduler hands over (fake clock)."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+
+from npudure.client.handover_retry import retrying
+from npudure.proto import contract
+
+
+class _Error(grpc.RpcError):
+    def __init__(self, code: grpc.StatusCode, details: str = "") -> None:
+        self._code, self._details = code, details
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.pauses: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.pauses.append(seconds)
+        self.now += seconds
+
+
+def _calls(*outcomes):
+    made = []
+
+    def call():
+        made.append(1)
+        outcome = outcomes[len(made) - 1]
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    return call, made
+
+
+def test_a_scheduler_handing_over_is_asked_again_with_a_doubling_pause() -> None:
+    clock = _Clock()
+    busy = _Error(grpc.StatusCode.UNAVAILABLE, f"DrainNode: {contract.HANDING_OVER}")
+    call, made = _calls(busy, busy, busy, "done")
+    assert retrying(call, clock=clock, sleep=clock.sleep) == "done"
+    assert len(made) == 4 and clock.pauses == [0.1, 0.2, 0.4]
+
+
+def test_other_errors_are_not_retried() -> None:
+    clock = _Clock()
+    call, made = _calls(_Error(grpc.StatusCode.PERMISSION_DENIED), "done")
+    with pytest.raises(grpc.RpcError) as caught:
+        retrying(call, clock=clock, sleep=clock.sleep)
+    assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED and len(made) == 1
+
+
+def test_the_retry_is_bounded_and_ends_with_the_last_error() -> None:
+    clock = _Clock()
+    busy = _Error(grpc.StatusCode.UNAVAILABLE, contract.HANDING_OVER)
+    call, made = _calls(*[busy] * 100)
+    with pytest.raises(grpc.RpcError):
+        retrying(call, budget_s=5.0, max_s=1.0, clock=clock, sleep=clock.sleep)
+    assert clock.now <= 5.0 and max(clock.pauses) == 1.0 and len(made) < 15
