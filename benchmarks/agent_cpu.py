@@ -308,6 +308,7 @@ def conditions(time_scale: float, concurrency: int) -> dict[str, Any]:
         "grpcio": grpc.__version__,
         "numpy": numpy.__version__,
         "pillow": PIL.__version__,
+        "simplejpeg": __import__("simplejpeg").__version__,
         "backend": f"sim (EMULATED NPU, time_scale {time_scale}, 2 slots)",
         "client": f"grpc.aio in the benchmark's own process, {concurrency} outstanding, loopback",
     }
@@ -347,7 +348,8 @@ def report(result: dict[str, Any]) -> list[str]:
         "Agent CPU per frame (issue #20) — server process CPU (/proc utime+stime) / frames",
         f"conditions: host {c['host']} ({c['cpu']}, {c['cores']} cores), load {c['load_1m_5m_before']} before"
         + (" — SHARED HOST: other work ran beside this run" if c["shared_host_warning"] else "")
-        + f"; python {c['python']}, grpcio {c['grpcio']}, numpy {c['numpy']}, Pillow {c['pillow']}; "
+        + f"; python {c['python']}, grpcio {c['grpcio']}, numpy {c['numpy']}, Pillow {c['pillow']}, "
+        + f"simplejpeg {c.get('simplejpeg', '?')}; "
         f"backend {c['backend']}; client {c['client']}",
         "",
     ]
