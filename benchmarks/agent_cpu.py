@@ -15,8 +15,8 @@ Per path: the server process's CPU (utime + stime from /proc, all threads) divid
 for the agent the per-stage thread CPU it reports in /metrics (``npudure_agent_stage_cpu_seconds``)
 and its event-loop thread's CPU (GIL-serialized). "other" is process CPU not in a named stage
 (gRPC's C threads, asyncio, the metrics of the sim). Paths are interleaved over repetitions; the
-median per path is printed. The decode section times Pillow's ``draft()`` against a full decode on
-this thread. Ends by itself; stops only the processes it started.
+median per path is printed. The decode section times the JPEG decoders (Pillow with ``draft()``,
+simplejpeg, OpenCV if installed) on this thread. Ends by itself; stops only the processes it started.
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/agent_cpu.py --frames 400 --repetitions 3
 """
@@ -218,21 +218,59 @@ def _thread_ms(fn: Any, repeat: int) -> float:
     return (time.thread_time() - start) * 1e3 / repeat
 
 
-def decode_section(jpeg640: bytes, jpeg1080: bytes, repeat: int) -> dict[str, float]:
-    """Pillow decode of a 1080p JPEG with and without ``draft()`` (DCT-domain 1/2 scale), letterboxed."""
+def _decoders() -> dict[str, Any]:
+    """Each JPEG decoder here, as ``decode(data, min_w, min_h) -> (h, w, 3) RGB`` at its DCT scale
+    nearest above (min_w, min_h): Pillow (``draft``: 1/1, 1/2, 1/4, 1/8), simplejpeg (what the agent
+    uses: any M/8) and OpenCV when installed (``IMREAD_REDUCED_COLOR_2/4/8``; comparison only, not a
+    dependency)."""
+    import numpy as np
+    import simplejpeg
     from PIL import Image
 
-    def plain() -> None:
-        with Image.open(io.BytesIO(jpeg1080)) as image:
-            rgb = image.convert("RGB")
-            rgb.resize((640, 360), Image.Resampling.BILINEAR)
+    def pillow(data: bytes, min_w: int, min_h: int) -> Any:
+        with Image.open(io.BytesIO(data)) as image:
+            image.draft("RGB", (min_w, min_h))
+            return np.asarray(image.convert("RGB"))
 
-    def drafted() -> None:
-        with Image.open(io.BytesIO(jpeg1080)) as image:
-            image.draft("RGB", (640, 360))
-            rgb = image.convert("RGB")
-            rgb.resize((640, 360), Image.Resampling.BILINEAR)
+    def turbo(data: bytes, min_w: int, min_h: int) -> Any:
+        return simplejpeg.decode_jpeg(data, "RGB", min_height=min_h, min_width=min_w)
 
+    out: dict[str, Any] = {"pillow": pillow, "simplejpeg": turbo}
+    try:
+        import cv2
+    except ImportError:
+        return out
+    cv2.setNumThreads(1)
+    reduced = {1: cv2.IMREAD_COLOR, 2: cv2.IMREAD_REDUCED_COLOR_2, 4: cv2.IMREAD_REDUCED_COLOR_4}
+
+    def opencv(data: bytes, min_w: int, min_h: int) -> Any:
+        w, h = simplejpeg.decode_jpeg_header(data)[1::-1]
+        factor = max((f for f in reduced if w // f >= min_w and h // f >= min_h), default=1)
+        bgr = cv2.imdecode(np.frombuffer(data, np.uint8), reduced[factor])
+        return bgr[:, :, ::-1]  # a view: OpenCV decodes to BGR
+
+    out[f"opencv {cv2.__version__}"] = opencv
+    return out
+
+
+def decode_section(jpeg640: bytes, jpeg1080: bytes, repeat: int) -> dict[str, Any]:
+    """On this thread: the agent's decode + letterbox (``decode_for_model``), and each decoder's pixel
+    decode alone, 640x640 at full scale and 1080p at the scale covering a 640x360 letterbox, then the
+    same decode followed by Pillow's bilinear resize to 640x360."""
+    from PIL import Image
+
+    def resized(decode: Any) -> None:
+        rgb = decode(jpeg1080, 640, 360)
+        Image.fromarray(rgb).resize((640, 360), Image.Resampling.BILINEAR)
+
+    decoders: dict[str, dict[str, float]] = {}
+    for name, decode in _decoders().items():
+        decoders[name] = {
+            "jpeg640_ms": _thread_ms(lambda d=decode: d(jpeg640, 640, 640), repeat),
+            "jpeg1080_scaled_ms": _thread_ms(lambda d=decode: d(jpeg1080, 640, 360), repeat),
+            "jpeg1080_scaled_resized_ms": _thread_ms(lambda d=decode: resized(d), repeat),
+            "jpeg1080_scaled_shape": list(decode(jpeg1080, 640, 360).shape[:2]),
+        }
     return {
         "jpeg640_decode_for_model_ms": _thread_ms(
             lambda: frames.decode_for_model(pb.ENCODING_JPEG, jpeg640), repeat
@@ -240,8 +278,7 @@ def decode_section(jpeg640: bytes, jpeg1080: bytes, repeat: int) -> dict[str, fl
         "jpeg1080_decode_for_model_ms": _thread_ms(
             lambda: frames.decode_for_model(pb.ENCODING_JPEG, jpeg1080), repeat
         ),
-        "jpeg1080_plain_decode_resize_ms": _thread_ms(plain, repeat),
-        "jpeg1080_draft_decode_resize_ms": _thread_ms(drafted, repeat),
+        "decoders": decoders,
     }
 
 
@@ -271,6 +308,7 @@ def conditions(time_scale: float, concurrency: int) -> dict[str, Any]:
         "grpcio": grpc.__version__,
         "numpy": numpy.__version__,
         "pillow": PIL.__version__,
+        "simplejpeg": __import__("simplejpeg").__version__,
         "backend": f"sim (EMULATED NPU, time_scale {time_scale}, 2 slots)",
         "client": f"grpc.aio in the benchmark's own process, {concurrency} outstanding, loopback",
     }
@@ -310,7 +348,8 @@ def report(result: dict[str, Any]) -> list[str]:
         "Agent CPU per frame (issue #20) — server process CPU (/proc utime+stime) / frames",
         f"conditions: host {c['host']} ({c['cpu']}, {c['cores']} cores), load {c['load_1m_5m_before']} before"
         + (" — SHARED HOST: other work ran beside this run" if c["shared_host_warning"] else "")
-        + f"; python {c['python']}, grpcio {c['grpcio']}, numpy {c['numpy']}, Pillow {c['pillow']}; "
+        + f"; python {c['python']}, grpcio {c['grpcio']}, numpy {c['numpy']}, Pillow {c['pillow']}, "
+        + f"simplejpeg {c.get('simplejpeg', '?')}; "
         f"backend {c['backend']}; client {c['client']}",
         "",
     ]
@@ -357,9 +396,15 @@ def report(result: dict[str, Any]) -> list[str]:
             f"{d['jpeg640_decode_for_model_ms']:.2f}; 1080p JPEG → letterboxed 640 "
             f"{d['jpeg1080_decode_for_model_ms']:.2f} "
             f"(= {d['jpeg1080_decode_for_model_ms'] / d['jpeg640_decode_for_model_ms']:.2f}× the 640's); "
-            f"1080p decode+resize without draft {d['jpeg1080_plain_decode_resize_ms']:.2f}, with draft(1/2) "
-            f"{d['jpeg1080_draft_decode_resize_ms']:.2f}",
+            "the pixel decode alone, by decoder:",
         ]
+        for name, row in d["decoders"].items():
+            h, w = row["jpeg1080_scaled_shape"]
+            lines.append(
+                f"  {name:<18} 640 JPEG {row['jpeg640_ms']:.2f}; 1080p at {w}x{h} "
+                f"{row['jpeg1080_scaled_ms']:.2f}, + Pillow resize to 640x360 "
+                f"{row['jpeg1080_scaled_resized_ms']:.2f}"
+            )
     us = result["clock_read_us"]
     lines.append(
         f"accounting overhead: one thread-clock read costs {us:.3f} µs CPU here; {READS_PER_FRAME} reads "

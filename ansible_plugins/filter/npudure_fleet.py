@@ -138,6 +138,21 @@ def wheelhouse_extras(
     return unique_sorted(extra for extra in wanted if extra in known)
 
 
+def wheelhouse_lock_args(locked: Mapping[str, Any]) -> list[str]:
+    """build_wheelhouse.py's --pin/--pin-hash arguments for npudure_wheelhouse_locked
+    ({name: {version, hashes}}), one --pin-hash per wheel file."""
+    args: list[str] = []
+    for name, lock in sorted(locked.items()):
+        try:
+            args.append(f"--pin={name}=={lock['version']}")
+            args += [f"--pin-hash={name}=sha256:{digest}" for digest in lock["hashes"]]
+        except (KeyError, TypeError) as exc:
+            raise AnsibleFilterError(
+                f"npudure_wheelhouse_locked.{name} needs a version and a list of sha256 hashes: {exc}"
+            ) from None
+    return args
+
+
 class FilterModule:
     """npudure fleet filters."""
 
@@ -151,4 +166,5 @@ class FilterModule:
             "npudure_node_names": node_names,
             "npudure_wheelhouse_targets": wheelhouse_targets,
             "npudure_wheelhouse_extras": wheelhouse_extras,
+            "npudure_wheelhouse_lock_args": wheelhouse_lock_args,
         }

@@ -88,6 +88,6 @@ def parse(data: bytes) -> Request:
                 raise DecodeError("truncated fixed-width field")
         else:  # groups and invalid wire types: protobuf's own reading decides
             return _protobuf(data)
-    if encoding != pb.ENCODING_RAW_RGB:
-        frame = bytes(frame)  # small; Pillow and the JPEG budget read plain bytes
+    # JPEG and PNG stay views too: the budget's marker walk, simplejpeg and Pillow's BytesIO all read
+    # a memoryview, so the copy here (9–21 µs of event-loop CPU per 640/1080p JPEG here) is not needed.
     return Request(request_id, encoding, frame)

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 
 import grpc
 import numpy as np
+import simplejpeg
 
 from npudure.proto import inference_pb2 as pb
-from npudure.vision import decode_budget
+from npudure.vision import decode_budget, jpeg_markers
 
 # The model's input: 640x640 RGB, uint8 (YOLOv8n as exported; every backend feeds this).
 INPUT_SIZE = 640
@@ -71,27 +72,46 @@ def decode_checked(encoding: int, frame: bytes) -> np.ndarray:
     """Decode a frame that ``check_request`` already passed (the agent checks once, at its edge)."""
     if encoding == pb.ENCODING_RAW_RGB:
         return np.frombuffer(frame, dtype=np.uint8).reshape(FRAME_SHAPE)
-    from PIL import Image
-
     _within_budget(frame)
-    try:
-        # Image.open reads only the header: the claimed size is checked here, before any pixel is decoded.
-        with Image.open(io.BytesIO(frame), formats=["JPEG"]) as image:
-            if image.size != (INPUT_SIZE, INPUT_SIZE):
-                raise FrameError(
-                    f"JPEG is {image.size[0]}x{image.size[1]}; the model takes {INPUT_SIZE}x{INPUT_SIZE}: "
-                    "resize (letterbox) before sending"
-                )
-            return np.asarray(image.convert("RGB"))
-    except FrameError:
-        raise
-    except Image.DecompressionBombError:
+    w, h = _jpeg_size(frame)
+    if (w, h) != (INPUT_SIZE, INPUT_SIZE):
         raise FrameError(
-            f"JPEG header claims an image far larger than {INPUT_SIZE}x{INPUT_SIZE}: "
-            "resize (letterbox) before sending"
-        ) from None
-    except Exception as exc:  # any decoder failure is the request's fault, never the board's
+            f"JPEG is {w}x{h}; the model takes {INPUT_SIZE}x{INPUT_SIZE}: resize (letterbox) before sending"
+        )
+    return _jpeg_pixels(frame)
+
+
+def _jpeg_size(jpeg: bytes | memoryview) -> tuple[int, int]:
+    """(width, height) from the JPEG header alone: no pixel is decoded."""
+    try:
+        h, w, _, _ = simplejpeg.decode_jpeg_header(jpeg)
+    except ValueError as exc:
+        claimed = jpeg_markers.claimed_size(jpeg)
+        if claimed is not None and _too_big(*claimed):
+            raise _too_big_error("JPEG", *claimed) from None
         raise FrameError(f"frame is not a valid JPEG (corrupt or truncated): {exc}") from None
+    if w < 1 or h < 1:
+        raise FrameError(f"frame is not a valid JPEG: its header claims {w}x{h} pixels")
+    return w, h
+
+
+def _jpeg_pixels(jpeg: bytes | memoryview, min_w: int = 0, min_h: int = 0) -> np.ndarray:
+    """libjpeg-turbo (simplejpeg) straight into an (h, w, 3) uint8 RGB array, DCT-scaled by the largest
+    M/8 factor that keeps at least ``min_w`` x ``min_h``. Accurate DCT and upsampling (libjpeg's
+    defaults, what Pillow used): at full scale the pixels are Pillow's. libjpeg's warnings (a repeated
+    refinement scan) are tolerated as they were under Pillow; a premature end (a truncated file) is not."""
+    try:
+        return simplejpeg.decode_jpeg(jpeg, "RGB", min_height=min_h, min_width=min_w, strict=True)
+    except ValueError as exc:
+        if _TRUNCATED in str(exc):
+            raise FrameError(f"frame is not a valid JPEG (truncated): {exc}") from None
+    try:  # a warning other than truncation: decode as libjpeg does by default, warnings ignored
+        return simplejpeg.decode_jpeg(jpeg, "RGB", min_height=min_h, min_width=min_w, strict=False)
+    except ValueError as exc:
+        raise FrameError(f"frame is not a valid JPEG (corrupt or truncated): {exc}") from None
+
+
+_TRUNCATED = "Premature end of JPEG file"  # libjpeg's JWRN_JPEG_EOF: the data ran out mid-image
 
 
 # ---------------------------------------------------------------------- images of any size
@@ -142,30 +162,69 @@ def decode_for_model(
 
     Raw frames are the fast path (no copy, identity geometry). JPEG/PNG of any size up to
     ``MAX_IMAGE_SIDE`` a side and ``MAX_IMAGE_PIXELS`` are letterboxed; the size is read from the
-    header before any pixel is decoded, and a big JPEG is decoded straight at a reduced scale (libjpeg's
-    DCT scaling, ``draft``) when that still covers the letterboxed size. ``marks``, when given, gets
-    this thread's CPU clock (``time.thread_time_ns``) once the pixels are decoded, before the
-    letterbox (the agent's per-stage CPU accounting)."""
+    header before any pixel is decoded, and a big JPEG is decoded straight at a reduced scale
+    (libjpeg-turbo's DCT scaling through simplejpeg: the smallest M/8 that still covers the letterboxed
+    size). ``marks``, when given, gets this thread's CPU clock (``time.thread_time_ns``) once the
+    pixels are decoded, before the letterbox (the agent's per-stage CPU accounting)."""
     if encoding == pb.ENCODING_RAW_RGB:
         return np.frombuffer(frame, dtype=np.uint8).reshape(size, size, 3), letterbox_geometry(
             size, size, size
         )
+    if _FORMATS.get(encoding, "JPEG") == "JPEG":
+        return _jpeg_for_model(frame, size, marks)
+    return _png_for_model(frame, size, marks)
+
+
+def _far_too_big(kind: str) -> FrameError:
+    return FrameError(
+        f"{kind} header claims an image far larger than {MAX_IMAGE_SIDE}x{MAX_IMAGE_SIDE}: "
+        "scale it down before sending"
+    )
+
+
+def _too_big_error(kind: str, w: int, h: int) -> FrameError:
+    if w * h > 4 * MAX_IMAGE_PIXELS:  # the wording Pillow's bomb check gave these headers before
+        return _far_too_big(kind)
+    return FrameError(
+        f"{kind} is {w}x{h}; the board takes images up to {MAX_IMAGE_SIDE} px a side and "
+        f"{MAX_IMAGE_PIXELS // 1_000_000} megapixels: scale it down before sending"
+    )
+
+
+def _jpeg_for_model(
+    frame: bytes | memoryview, size: int, marks: list[int] | None
+) -> tuple[np.ndarray, Letterbox]:
+    """A JPEG through libjpeg-turbo: decoded at the smallest M/8 scale that still covers the
+    letterboxed size (1920x1080 → 720x405 for 640), then Pillow's bilinear resize for the rest."""
+    _within_budget(frame)
+    w, h = _jpeg_size(frame)
+    if _too_big(w, h):
+        raise _too_big_error("JPEG", w, h)
+    box = letterbox_geometry(w, h, size)
+    rgb = _jpeg_pixels(frame, box.new_w, box.new_h)
+    if marks is not None:
+        marks.append(time.thread_time_ns())
+    if box.identity:
+        return rgb, box
+    if rgb.shape[:2] == (box.new_h, box.new_w):  # the DCT scale landed exactly on the letterbox
+        return _pad(rgb, box), box
     from PIL import Image
 
-    kind = _FORMATS.get(encoding, "JPEG")
-    if kind == "JPEG":
-        _within_budget(frame)
+    scaled = Image.fromarray(rgb, "RGB").resize((box.new_w, box.new_h), Image.Resampling.BILINEAR)
+    return _pad(np.asarray(scaled), box), box
+
+
+def _png_for_model(
+    frame: bytes | memoryview, size: int, marks: list[int] | None
+) -> tuple[np.ndarray, Letterbox]:
+    from PIL import Image
+
     try:
-        with Image.open(io.BytesIO(frame), formats=[kind]) as image:
+        with Image.open(io.BytesIO(frame), formats=["PNG"]) as image:
             w, h = image.size
             if _too_big(w, h):
-                raise FrameError(
-                    f"{kind} is {w}x{h}; the board takes images up to {MAX_IMAGE_SIDE} px a side and "
-                    f"{MAX_IMAGE_PIXELS // 1_000_000} megapixels: scale it down before sending"
-                )
+                raise _too_big_error("PNG", w, h)
             box = letterbox_geometry(w, h, size)
-            if kind == "JPEG" and not box.identity:
-                image.draft("RGB", (box.new_w, box.new_h))
             image.load()
             # convert() to the mode the image already has is a full copy: skip it.
             rgb = image if image.mode == "RGB" else image.convert("RGB")
@@ -177,12 +236,9 @@ def decode_for_model(
     except FrameError:
         raise
     except Image.DecompressionBombError:
-        raise FrameError(
-            f"{kind} header claims an image far larger than {MAX_IMAGE_SIDE}x{MAX_IMAGE_SIDE}: "
-            "scale it down before sending"
-        ) from None
+        raise _far_too_big("PNG") from None
     except Exception as exc:  # any decoder failure is the request's fault, never the board's
-        raise FrameError(f"frame is not a valid {kind} (corrupt or truncated): {exc}") from None
+        raise FrameError(f"frame is not a valid PNG (corrupt or truncated): {exc}") from None
 
 
 def _pad(scaled: np.ndarray, box: Letterbox) -> np.ndarray:

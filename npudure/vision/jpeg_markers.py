@@ -82,3 +82,24 @@ def segments(frame: bytes | memoryview, resync: bool = False) -> Iterator[Segmen
             if found is None:
                 return
             at = found.start()
+
+
+# Start-of-frame markers (SOF0..SOF15 but DHT C4, JPG C8 and DAC CC) carry the image's size.
+SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+
+
+def claimed_size(frame: bytes | memoryview) -> tuple[int, int] | None:
+    """(width, height) from the first SOFn segment, or None if there is none (or it is cut off). For
+    headers libjpeg refuses outright (over its 65500 px limit), so the error can name the size."""
+    try:
+        for segment in segments(frame):
+            if segment.marker in SOF:
+                at = segment.at
+                if at + 9 > len(frame):
+                    return None
+                return int.from_bytes(frame[at + 7 : at + 9], "big"), int.from_bytes(
+                    frame[at + 5 : at + 7], "big"
+                )
+    except Malformed:
+        return None
+    return None

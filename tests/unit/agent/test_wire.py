@@ -54,9 +54,11 @@ def test_a_raw_frame_is_a_view_of_the_received_bytes() -> None:
     assert np.shares_memory(np.frombuffer(request.frame, np.uint8), np.frombuffer(data, np.uint8))
 
 
-def test_a_jpeg_frame_comes_back_as_bytes() -> None:
+def test_a_jpeg_frame_is_a_view_too() -> None:
     data = pb.InferRequest(encoding=pb.ENCODING_JPEG, frame=b"\xff\xd8xyz").SerializeToString()
-    assert wire.parse(data) == ("", pb.ENCODING_JPEG, b"\xff\xd8xyz")
+    request = wire.parse(data)
+    assert request == ("", pb.ENCODING_JPEG, b"\xff\xd8xyz")
+    assert isinstance(request.frame, memoryview) and request.frame.obj is data  # no copy
 
 
 def test_random_messages_read_as_protobuf_reads_them() -> None:

@@ -156,3 +156,14 @@ def test_node_names_of_the_boards() -> None:
     hostvars = {"b1": {"npudure_agent_node_name": "rk-1"}, "b2": {}, "b3": {}}
     assert fleet.node_names(["b1", "b2", "b3"], hostvars) == ["rk-1", "b2", "b3"]
     assert fleet.node_names([], hostvars) == []
+
+
+def test_wheelhouse_lock_args_pin_each_locked_package_and_hash() -> None:
+    locked = {"simplejpeg": {"version": "1.9.0", "hashes": ["a" * 64, "b" * 64]}}
+    assert fleet.wheelhouse_lock_args(locked) == [
+        "--pin=simplejpeg==1.9.0",
+        f"--pin-hash=simplejpeg=sha256:{'a' * 64}",
+        f"--pin-hash=simplejpeg=sha256:{'b' * 64}",
+    ]
+    with pytest.raises(AnsibleFilterError, match=r"npudure_wheelhouse_locked\.simplejpeg needs a version"):
+        fleet.wheelhouse_lock_args({"simplejpeg": {"hashes": []}})

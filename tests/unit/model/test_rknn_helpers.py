@@ -196,3 +196,21 @@ def test_more_arm64_boards_than_boards_is_refused(tmp_path) -> None:
     with pytest.raises(LabError, match=r"--arm64-boards must be between 0 and the number of boards \(1\)"):
         Lab(tmp_path / "state").up(boards=1, arm64_boards=2, log=lambda _m: None)
     assert not (tmp_path / "state").exists()  # refused before anything was made
+
+
+def test_the_role_locks_simplejpeg_at_the_projects_pin(wheelhouse) -> None:
+    import tomllib
+
+    import yaml
+
+    role = ROOT / "roles/npudure_wheelhouse"
+    locked = yaml.safe_load((role / "defaults/main.yml").read_text())["npudure_wheelhouse_locked"]
+    spec = yaml.safe_load((role / "meta/argument_specs.yml").read_text())["argument_specs"]["main"]
+    assert spec["options"]["npudure_wheelhouse_locked"]["default"] == locked
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert f"simplejpeg=={locked['simplejpeg']['version']}" in deps
+    hashes = locked["simplejpeg"]["hashes"]
+    assert len(set(hashes)) == len(hashes) >= 6  # cp310-cp312 at least, aarch64 and x86_64
+    assert wheelhouse.parse_pin_hashes([f"simplejpeg=sha256:{h}" for h in hashes])["simplejpeg"] == set(
+        hashes
+    )
