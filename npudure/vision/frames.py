@@ -100,13 +100,16 @@ def _jpeg_pixels(jpeg: bytes | memoryview, min_w: int = 0, min_h: int = 0) -> np
     M/8 factor that keeps at least ``min_w`` x ``min_h``. Accurate DCT and upsampling (libjpeg's
     defaults, what Pillow used): at full scale the pixels are Pillow's. libjpeg's warnings (a repeated
     refinement scan) are tolerated as they were under Pillow; a premature end (a truncated file) is not."""
+    pixels: np.ndarray  # simplejpeg ships no type information
     try:
-        return simplejpeg.decode_jpeg(jpeg, "RGB", min_height=min_h, min_width=min_w, strict=True)
+        pixels = simplejpeg.decode_jpeg(jpeg, "RGB", min_height=min_h, min_width=min_w, strict=True)
+        return pixels
     except ValueError as exc:
         if _TRUNCATED in str(exc):
             raise FrameError(f"frame is not a valid JPEG (truncated): {exc}") from None
     try:  # a warning other than truncation: decode as libjpeg does by default, warnings ignored
-        return simplejpeg.decode_jpeg(jpeg, "RGB", min_height=min_h, min_width=min_w, strict=False)
+        pixels = simplejpeg.decode_jpeg(jpeg, "RGB", min_height=min_h, min_width=min_w, strict=False)
+        return pixels
     except ValueError as exc:
         raise FrameError(f"frame is not a valid JPEG (corrupt or truncated): {exc}") from None
 
