@@ -3,7 +3,8 @@ load in both modes at once (one closed loop through the scheduler, one proxyless
 npudure.faults.operations: no failed request and no stretch of 0.5 s or more without a reply (less
 any part of it during which the load generator's own process was stalled: then it measured nothing).
 Also a scheduler restart (systemctl restart) under the same load, and a board leaving, the token
-rotated and the board back. Reuses a lab that is up with the same shape (tests/helpers/lab_fleet.py).
+rotated and the board back. Runs on the session's 3-board lab, shared with test_faults_fleet.py
+(tests/appliance/conftest.py: shared_lab), which it re-provisions.
 ~20 minutes on the shared 2-core box (the measured roll goes one board at a time):
     sudo .venv/bin/pytest -m lab tests/appliance/test_operations_fleet.py -s
 """
@@ -14,14 +15,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers.lab_fleet import provisioned_fleet
+from helpers.lab_fleet import provisioned
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def fleet() -> Iterator:
-    with provisioned_fleet(3) as fl:
+def fleet(shared_lab) -> Iterator:
+    with provisioned(shared_lab) as fl:  # the session's lab, shared with the other fleet module
         yield fl
 
 
