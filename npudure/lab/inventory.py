@@ -28,6 +28,8 @@ SYNTHETIC_DETECTIONS = 12
 # Short timings, so that the lab test of the alerts is quick: a board-down alert (for: 1m) fires within
 # 1 min + 2 scrapes of 5 s.
 SCRAPE_INTERVAL = "5s"
+# The clock-divergence alert's for: (5m in the rules file), short enough for a lab test.
+ALERT_FOR = {"NpudureBoardClockDiverging": "30s"}
 
 
 def monitoring_vars(deb_dir: str) -> dict:
@@ -37,6 +39,7 @@ def monitoring_vars(deb_dir: str) -> dict:
         "npudure_monitoring_scrape_timeout": "4s",
         "npudure_monitoring_evaluation_interval": SCRAPE_INTERVAL,
         "npudure_monitoring_retention_size": "256MB",
+        "npudure_monitoring_alert_for": dict(ALERT_FOR),
     }
 
 

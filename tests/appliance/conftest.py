@@ -9,8 +9,42 @@ from pathlib import Path
 import pytest
 from helpers import ansible
 from helpers.ansible import BIN, ROOT
+from helpers.lab_fleet import SharedLab
 
 LAB_INVENTORY = ROOT / "inventory" / "lab" / "hosts.yml"
+# The modules that provision the 3-board lab with site.yml: one lab, booted once per session, serves
+# them all (each re-provisions it; on a lab that is up that costs a fraction of booting and the first
+# install). They run one after the other, and the lab is taken down after the last of them, so that
+# the modules that need no lab up (test_lab_fleet, test_preflight_fleet, ...) find none.
+SHARED_LAB_MODULES = ("test_faults_fleet.py", "test_operations_fleet.py")
+_SHARED_LAB = SharedLab(3)
+
+
+def _shares_the_lab(item: pytest.Item) -> bool:
+    return item.path.name in SHARED_LAB_MODULES
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The shared-lab modules run back to back, where the first of them was (file order otherwise)."""
+    shared = [item for item in items if _shares_the_lab(item)]
+    if not shared:
+        return
+    first = items.index(shared[0])
+    rest = [item for item in items if not _shares_the_lab(item)]
+    items[:] = rest[:first] + shared + rest[first:]
+
+
+@pytest.fixture(scope="module")
+def shared_lab(request: pytest.FixtureRequest) -> Iterator:
+    """The 3-board lab the SHARED_LAB_MODULES share: up at the first one's start, down (if booted
+    here) at the last one's end, or at the session's end when a run stops early."""
+    request.session.config.add_cleanup(_SHARED_LAB.close)
+    yield _SHARED_LAB.get()
+    items = request.session.items
+    here = request.module.__file__
+    last = max(i for i, item in enumerate(items) if str(item.path) == here)
+    if not any(_shares_the_lab(item) for item in items[last + 1 :]):
+        _SHARED_LAB.close()
 
 
 @pytest.fixture(scope="module")

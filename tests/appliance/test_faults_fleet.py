@@ -16,7 +16,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from helpers.lab_fleet import provisioned_fleet
+from helpers.lab_fleet import provisioned
 
 from npudure.bench.samples import from_raw
 from npudure.faults.analysis import (
@@ -169,8 +169,8 @@ def test_soak_verdict_bounds() -> None:
 
 
 @pytest.fixture(scope="module")
-def fleet() -> Iterator:
-    with provisioned_fleet(3) as fl:  # shared with the operator scenarios (a lab that is up is reused)
+def fleet(shared_lab) -> Iterator:
+    with provisioned(shared_lab) as fl:  # the session's lab, shared with the other fleet module
         yield fl
 
 

@@ -3,7 +3,8 @@ load in both modes at once (one closed loop through the scheduler, one proxyless
 npudure.faults.operations: no failed request and no stretch of 0.5 s or more without a reply (less
 any part of it during which the load generator's own process was stalled: then it measured nothing).
 Also a scheduler restart (systemctl restart) under the same load, and a board leaving, the token
-rotated and the board back. Reuses a lab that is up with the same shape (tests/helpers/lab_fleet.py).
+rotated and the board back. Runs on the session's 3-board lab, shared with test_faults_fleet.py
+(tests/appliance/conftest.py: shared_lab), which it re-provisions.
 ~20 minutes on the shared 2-core box (the measured roll goes one board at a time):
     sudo .venv/bin/pytest -m lab tests/appliance/test_operations_fleet.py -s
 """
@@ -14,14 +15,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers.lab_fleet import provisioned_fleet
+from helpers.lab_fleet import provisioned
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def fleet() -> Iterator:
-    with provisioned_fleet(3) as fl:
+def fleet(shared_lab) -> Iterator:
+    with provisioned(shared_lab) as fl:  # the session's lab, shared with the other fleet module
         yield fl
 
 
@@ -187,6 +188,100 @@ def test_prometheus_from_site_yml_scrapes_the_fleet_and_a_stopped_agent_fires_bo
     )
     ok, states = fleet.wait_all_up(60)
     assert ok, states
+
+
+def _clock_alerts(fleet) -> dict[str, str]:
+    """board -> state (pending/firing) of every NpudureBoardClockDiverging alert Prometheus holds."""
+    alerts = _prometheus(fleet, "/api/v1/alerts")["alerts"]
+    return {
+        a["labels"].get("board", "?"): a["state"]
+        for a in alerts
+        if a["labels"]["alertname"] == "NpudureBoardClockDiverging"
+    }
+
+
+def _query(fleet, expr: str) -> dict[str, str]:
+    """The instant vector ``expr`` as {board (or clock): value}."""
+    from urllib.parse import quote
+
+    result = _prometheus(fleet, f"/api/v1/query?query={quote(expr)}")["result"]
+    return {r["metric"].get("board", r["metric"].get("clock", "")): r["value"][1] for r in result}
+
+
+@pytest.mark.timeout(900)
+def test_a_board_capped_under_load_fires_clock_divergence_and_it_resolves_when_the_cap_is_lifted(
+    fleet,
+) -> None:
+    """One board slowed the way the fault suite does it (the sim CPU cap through the scheduler's
+    SetNodeCpuCap, and the host cgroup CPU quota) while a closed loop keeps all three serving: its
+    loaded CPU clock falls under 85 % of the fleet's median and NpudureBoardClockDiverging fires for it
+    alone, within its for: (the lab's 30 s) + two scrapes + one evaluation + the time the recording
+    rule's 2-minute average takes to cross the line; lifted, the alert resolves while the load goes on.
+    """
+    import threading
+    import time
+
+    from npudure.bench.payloads import make_frame_set
+    from npudure.faults.background import BackgroundLoad
+    from npudure.faults.scenarios import FAULTS
+    from npudure.lab.inventory import ALERT_FOR
+
+    for_s = float(ALERT_FOR["NpudureBoardClockDiverging"].rstrip("s"))
+    # avg_over_time(...[2m]) of a clock capped from full speed to SLOW_CAP_MHZ crosses 85 % of the
+    # median once ~21 % of the window is capped samples (~25 s); 40 s of it leaves room for the
+    # loaded 2-core host.
+    average_s = 40.0
+    slow = FAULTS["slow"]
+    board = fleet.boards[2]
+    stop = threading.Event()
+    load = BackgroundLoad(
+        fleet.scheduler, make_frame_set("raw", 4, 0).requests, 6, 0.0, 600.0, time.perf_counter(), stop=stop
+    )
+    load.start()
+    capped = False
+    try:
+        deadline = time.monotonic() + 120  # rate over 1m: a few scrapes of load
+        while _query(fleet, 'npudure:fleet_clock_boards:count_loaded{clock="cpu"}') != {"cpu": "3"}:
+            rates = _query(fleet, "npudure:board_inferences:rate1m")
+            assert time.monotonic() < deadline, f"not three loaded boards (> 1 inference/s): {rates}"
+            assert load.is_alive(), "the load generator stopped"
+            time.sleep(2)
+        assert _clock_alerts(fleet) == {}
+        slow.inject(fleet, board)
+        capped = True
+        start = time.monotonic()
+        limit = for_s + 2 * SCRAPE_S + SCRAPE_S + average_s
+        while (states := _clock_alerts(fleet)).get(board) != "firing":
+            assert set(states) <= {board}, f"a board not capped raised NpudureBoardClockDiverging: {states}"
+            assert time.monotonic() - start < limit, (
+                f"NpudureBoardClockDiverging for {board} not firing after {limit:.0f} s: {states}; "
+                f"clocks {_query(fleet, 'npudure:board_clock_hertz:loaded')}"
+            )
+            time.sleep(1)
+        fired_s = time.monotonic() - start
+        assert set(states) == {board}, states
+        slow.lift(fleet, board)
+        capped = False
+        lifted = time.monotonic()
+        # The capped samples leave the 2-minute average: ~95 s until it is back over 85 %.
+        while board in _clock_alerts(fleet):
+            assert time.monotonic() - lifted < 120 + 2 * SCRAPE_S + 30, (
+                "NpudureBoardClockDiverging did not resolve"
+            )
+            assert load.is_alive(), "the load generator stopped: the alert would resolve for lack of load"
+            time.sleep(1)
+        resolved_s = time.monotonic() - lifted
+    finally:
+        if capped:
+            slow.restore(fleet, board)
+        stop.set()
+        result = load.join()
+    assert int(result.samples.ok.sum()) > 0, "the load got no answers"
+    print(
+        f"NpudureBoardClockDiverging fired {fired_s:.1f} s after {board} was capped ({slow.what}; for: "
+        f"{for_s:.0f} s, scrape {SCRAPE_S:.0f} s, 2 min average) and resolved {resolved_s:.1f} s after the "
+        "cap was lifted, under a closed loop of 6 (shared 2-core host)"
+    )
 
 
 def _main_pids(fleet) -> dict[str, str]:

@@ -1,13 +1,14 @@
 """The provisioned 3-board emulated fleet for lab tests (helper module, not a test module).
 
 A lab that is already up with the same shape is reused and left running, so the lab test files share
-one lab; otherwise one is booted here and taken down when the caller's context ends.
+one lab; otherwise one is booted here and taken down when the caller's context ends. ``SharedLab``
+keeps one booted lab across the test modules of a session (tests/appliance/conftest.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 
 import pytest
 
@@ -34,12 +35,34 @@ def running_lab(boards: int = 3) -> Iterator:
             lab.down(log=lambda _m: None)
 
 
+class SharedLab:
+    """One lab for several test modules: up (reused or booted) at the first ``get``, and taken down by
+    ``close`` if it was booted here, so the second module only re-provisions it."""
+
+    def __init__(self, boards: int = 3) -> None:
+        self.boards = boards
+        self._lab = None
+        self._stack: ExitStack | None = None
+
+    def get(self):
+        if self._lab is None:
+            stack = ExitStack()
+            self._lab = stack.enter_context(running_lab(self.boards))  # skips when it cannot run
+            self._stack = stack
+        return self._lab
+
+    def close(self) -> None:
+        stack, self._stack, self._lab = self._stack, None, None
+        if stack is not None:
+            stack.close()
+
+
 @contextmanager
-def provisioned_fleet(boards: int = 3) -> Iterator:
-    """The lab provisioned with site.yml (the fault suite's settings), seen through its scheduler."""
+def provisioned(lab) -> Iterator:
+    """``lab`` (up) provisioned with site.yml (the fault suite's settings), seen through its scheduler."""
     from npudure.faults import fleet as fleetmod
 
-    with running_lab(boards) as lab, _fleet(lab, fleetmod) as fl:
+    with _fleet(lab, fleetmod) as fl:
         yield fl
 
 
