@@ -3,6 +3,8 @@ health checks or status polls (plaintext on the board network otherwise)."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import grpc
@@ -11,8 +13,29 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from npudure.config import BoardConfig, SchedulerConfig
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
-from npudure.scheduler.boards import open_board
+from npudure.scheduler.boards import Board, open_board
 from npudure.security import access as security
+
+
+@asynccontextmanager
+async def _board_of(
+    handler: grpc.GenericRpcHandler, token_file: Path, tokens: security.AdminTokens | None = None
+) -> AsyncIterator[Board]:
+    """A scheduler's board channels to a real server on loopback that ``handler`` answers."""
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers((handler,))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    config = SchedulerConfig(
+        boards=[BoardConfig(name="b1", address=f"127.0.0.1:{port}")], admin={"token_file": str(token_file)}
+    )
+    board = open_board(0, config.boards[0], config, tokens)
+    try:
+        yield board
+    finally:
+        for ch in board.channels:
+            await ch.close()
+        await server.stop(None)
 
 
 class _Recorder(grpc.GenericRpcHandler):
@@ -29,31 +52,20 @@ class _Recorder(grpc.GenericRpcHandler):
 async def _calls(tmp_path: Path) -> dict[str, bool]:
     token = security.write_token(tmp_path / "admin-token")
     recorder = _Recorder()
-    server = grpc.aio.server()
-    server.add_generic_rpc_handlers((recorder,))
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    config = SchedulerConfig(
-        boards=[BoardConfig(name="b1", address=f"127.0.0.1:{port}")],
-        admin={"token_file": str(token)},
-    )
-    board = open_board(0, config.boards[0], config)
-    channel = board.channels[0]
-    calls = [
-        board.next_call()(b"", timeout=5),
-        health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5),
-        rpc.NodeStub(channel).GetStatus(pb.NodeStatusRequest(), timeout=5),
-        rpc.NodeStub(channel).SetServing(pb.SetServingRequest(), timeout=5),
-        rpc.NodeStub(channel).SetCpuCap(pb.SetCpuCapRequest(), timeout=5),
-    ]
-    for call in calls:
-        try:
-            await call
-        except grpc.aio.AioRpcError as exc:
-            assert exc.code() == grpc.StatusCode.UNIMPLEMENTED
-    for ch in board.channels:
-        await ch.close()
-    await server.stop(None)
+    async with _board_of(recorder, token) as board:
+        channel = board.channels[0]
+        calls = [
+            board.next_call()(b"", timeout=5),
+            health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5),
+            rpc.NodeStub(channel).GetStatus(pb.NodeStatusRequest(), timeout=5),
+            rpc.NodeStub(channel).SetServing(pb.SetServingRequest(), timeout=5),
+            rpc.NodeStub(channel).SetCpuCap(pb.SetCpuCapRequest(), timeout=5),
+        ]
+        for call in calls:
+            try:
+                await call
+            except grpc.aio.AioRpcError as exc:
+                assert exc.code() == grpc.StatusCode.UNIMPLEMENTED
     return recorder.seen
 
 
@@ -85,16 +97,8 @@ async def test_a_reloaded_token_is_what_the_boards_get_next_without_new_channels
     path.write_text(old + "\n")
     path.chmod(0o600)
     recorder = _Values()
-    server = grpc.aio.server()
-    server.add_generic_rpc_handlers((recorder,))
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    config = SchedulerConfig(
-        boards=[BoardConfig(name="b1", address=f"127.0.0.1:{port}")], admin={"token_file": str(path)}
-    )
     tokens = security.AdminTokens(str(path))
-    board = open_board(0, config.boards[0], config, tokens)
-    try:
+    async with _board_of(recorder, path, tokens) as board:
         for expected in (old, new):
             if expected == new:
                 path.write_text(f"{new}\n{old}\n")
@@ -103,8 +107,4 @@ async def test_a_reloaded_token_is_what_the_boards_get_next_without_new_channels
                 await rpc.NodeStub(board.channels[0]).SetServing(pb.SetServingRequest(), timeout=5)
             except grpc.aio.AioRpcError as exc:
                 assert exc.code() == grpc.StatusCode.UNIMPLEMENTED
-        assert recorder.sent == [f"Bearer {old}", f"Bearer {new}"]
-    finally:
-        for ch in board.channels:
-            await ch.close()
-        await server.stop(None)
+    assert recorder.sent == [f"Bearer {old}", f"Bearer {new}"]
