@@ -115,14 +115,14 @@ def _prometheus(fleet, path: str) -> dict:
     return reply.json()["data"]
 
 
-def _board_down(fleet) -> dict[str, str]:
-    """board -> state (pending/firing) of every NpudureBoardDown alert Prometheus holds."""
+def _alerts(fleet, name: str) -> dict[str, str]:
+    """board -> state (pending/firing) of every ``name`` alert Prometheus holds."""
     alerts = _prometheus(fleet, "/api/v1/alerts")["alerts"]
-    return {
-        a["labels"].get("board", "?"): a["state"]
-        for a in alerts
-        if a["labels"]["alertname"] == "NpudureBoardDown"
-    }
+    return {a["labels"].get("board", "?"): a["state"] for a in alerts if a["labels"]["alertname"] == name}
+
+
+def _board_down(fleet) -> dict[str, str]:
+    return _alerts(fleet, "NpudureBoardDown")
 
 
 def _targets_up(fleet) -> dict[tuple[str, str], str]:
@@ -191,13 +191,7 @@ def test_prometheus_from_site_yml_scrapes_the_fleet_and_a_stopped_agent_fires_bo
 
 
 def _clock_alerts(fleet) -> dict[str, str]:
-    """board -> state (pending/firing) of every NpudureBoardClockDiverging alert Prometheus holds."""
-    alerts = _prometheus(fleet, "/api/v1/alerts")["alerts"]
-    return {
-        a["labels"].get("board", "?"): a["state"]
-        for a in alerts
-        if a["labels"]["alertname"] == "NpudureBoardClockDiverging"
-    }
+    return _alerts(fleet, "NpudureBoardClockDiverging")
 
 
 def _query(fleet, expr: str) -> dict[str, str]:
