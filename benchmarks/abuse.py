@@ -25,12 +25,14 @@ sys.path.insert(0, str(ROOT / "tests"))  # the shared test helpers: tests/helper
 import grpc  # noqa: E402
 from helpers import jpeg_bombs  # noqa: E402
 from helpers.abuse_clients import (  # noqa: E402
-    BIG,
     LegitProbe,
     PeakSampler,
+    abuse_cluster,
     board_states,
     grpc_headers,
+    gzip_bombs,
     h2_connect,
+    jpeg_frames,
     length_prefix,
     pump,
     storm,
@@ -41,14 +43,6 @@ from npudure.lab.local import LocalCluster, free_port  # noqa: E402
 from npudure.proto import contract  # noqa: E402
 from npudure.proto import inference_pb2 as pb  # noqa: E402
 
-LIMITS = {
-    "max_connections": 64,
-    "max_streams_per_connection": 100,
-    "max_concurrent_rpcs": 240,
-    "max_connection_idle_s": 3.0,
-    "max_connection_age_s": 8.0,
-    "max_connection_age_grace_s": 2.0,
-}
 METRICS_PORT = free_port()
 
 
@@ -60,17 +54,7 @@ def _count(codes: list[str]) -> str:
 
 
 def _frames(address: str, frame: bytes, count: int) -> list[str]:
-    request = pb.InferRequest(encoding=pb.ENCODING_JPEG, frame=frame).SerializeToString()
-    codes = []
-    with grpc.insecure_channel(address, options=BIG) as channel:
-        call = channel.unary_unary(contract.INFER_METHOD)
-        for _ in range(count):
-            try:
-                call(request, timeout=10)
-                codes.append("OK")
-            except grpc.RpcError as exc:
-                codes.append(exc.code().name)
-    return codes
+    return [code for code, _ in jpeg_frames(address, frame, count)]
 
 
 def deadline_storm(c: LocalCluster) -> tuple[str, str]:
@@ -95,19 +79,7 @@ def segment_bomb(c: LocalCluster) -> tuple[str, str]:
 
 def gzip_bomb(c: LocalCluster) -> tuple[str, str]:
     bomb = gzip.compress(b"\0" * (4 << 20))
-    codes = []
-    for _ in range(4):
-        sock, conn = h2_connect(c.address)
-        with sock:
-            pump(sock, conn, 0.1)
-            for _ in range(16):
-                sid = conn.get_next_available_stream_id()
-                conn.send_headers(sid, grpc_headers(c.address, extra=(("grpc-encoding", "gzip"),)))
-                conn.send_data(sid, length_prefix(len(bomb), compressed=True) + bomb, end_stream=True)
-            for event in pump(sock, conn, 2.0):
-                status = dict(getattr(event, "headers", None) or ()).get("grpc-status")
-                if status is not None:
-                    codes.append(next(s.name for s in grpc.StatusCode if s.value[0] == int(status)))
+    codes = [s or "no status" for _ in range(4) for s in gzip_bombs(c.address, bomb, 16)]
     return f"64 x gzip body ({len(bomb)} B inflating to 4 MiB)", _count(codes)
 
 
@@ -217,13 +189,7 @@ CLASSES = [
 
 
 def main() -> None:
-    with LocalCluster(
-        boards=3,
-        time_scale=2.0,
-        agent_overrides={"limits": LIMITS},
-        scheduler_overrides={"limits": LIMITS},
-        per_board_overrides={"board1": {"metrics_port": METRICS_PORT}},
-    ) as c:
+    with abuse_cluster(METRICS_PORT) as c:
         pids = {"scheduler": c.scheduler.pid, **{n: p.pid for n, p in c.agents.items()}}
         header = "abuse | sent | answer | legit ok/failed (worst s) | boards after | peak RSS MiB / fds"
         print(f"| {header}: scheduler; busiest agent |")

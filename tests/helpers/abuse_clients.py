@@ -22,6 +22,7 @@ import h2.connection
 import h2.exceptions
 import numpy as np
 
+from npudure.lab.local import LocalCluster
 from npudure.proto import contract
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
@@ -30,6 +31,29 @@ INFER = contract.INFER_METHOD
 RAW_FRAME = np.random.default_rng(7).integers(0, 256, (640, 640, 3), dtype=np.uint8).tobytes()
 RAW_REQUEST = pb.InferRequest(encoding=pb.ENCODING_RAW_RGB, frame=RAW_FRAME).SerializeToString()
 BIG = contract.message_size_options(16 << 20)
+
+# Limits lowered so each abuse class reaches its bound in seconds (the defaults are in
+# npudure/config.py: ServerLimits); the suite and benchmarks/abuse.py measure the same cluster.
+LIMITS = {
+    "max_connections": 64,
+    "max_streams_per_connection": 100,
+    "max_concurrent_rpcs": 240,
+    "max_connection_idle_s": 3.0,
+    "max_connection_age_s": 8.0,
+    "max_connection_age_grace_s": 2.0,
+}
+
+
+def abuse_cluster(metrics_port: int) -> LocalCluster:
+    """The (not yet started) loopback cluster under attack: a scheduler and three ``sim`` agents
+    (time_scale 2) with ``LIMITS``; board1 serves its metrics on ``metrics_port``."""
+    return LocalCluster(
+        boards=3,
+        time_scale=2.0,
+        agent_overrides={"limits": LIMITS},
+        scheduler_overrides={"limits": LIMITS},
+        per_board_overrides={"board1": {"metrics_port": metrics_port}},
+    )
 
 
 # ---------------------------------------------------------------------- measurement
@@ -156,6 +180,22 @@ def storm(
     return asyncio.run(_storm(address, concurrency, duration_s, deadline_s, cancel_s))
 
 
+def jpeg_frames(address: str, frame: bytes, count: int) -> list[tuple[str, str]]:
+    """``count`` Infer calls of one JPEG ``frame`` (a decode bomb, say), one after another; each call's
+    code name and details ("" when OK)."""
+    request = pb.InferRequest(encoding=pb.ENCODING_JPEG, frame=frame).SerializeToString()
+    replies = []
+    with grpc.insecure_channel(address, options=BIG) as channel:
+        call = channel.unary_unary(INFER)
+        for _ in range(count):
+            try:
+                call(request, timeout=10)
+                replies.append(("OK", ""))
+            except grpc.RpcError as exc:
+                replies.append((exc.code().name, exc.details() or ""))
+    return replies
+
+
 # ---------------------------------------------------------------------- raw HTTP/2 (h2 over a socket)
 def h2_connect(address: str, timeout_s: float = 5.0) -> tuple[socket.socket, h2.connection.H2Connection]:
     host, _, port = address.rpartition(":")
@@ -234,6 +274,36 @@ def grpc_status(events: list) -> str | None:
         if event == "closed":
             return "CLOSED"
     return None
+
+
+def stream_status(events: list, sid: int) -> str | None:
+    """The grpc-status stream ``sid`` ended with in ``events`` (as a code name), else None."""
+    import h2.events
+
+    for event in events:
+        headers = dict(getattr(event, "headers", None) or ())
+        if isinstance(event, h2.events.ResponseReceived | h2.events.TrailersReceived) and (
+            event.stream_id == sid and "grpc-status" in headers
+        ):
+            code = int(headers["grpc-status"])
+            return next(c.name for c in grpc.StatusCode if c.value[0] == code)
+    return None
+
+
+def gzip_bombs(address: str, bomb: bytes, streams: int) -> list[str | None]:
+    """``streams`` calls on one connection, each a gzip-compressed message ``bomb``; the status each
+    call ended with (None: none within 2 s). A server that inflated them would be the one harmed."""
+    sock, conn = h2_connect(address)
+    with sock:
+        pump(sock, conn, 0.1)
+        sids = []
+        for _ in range(streams):
+            sid = conn.get_next_available_stream_id()
+            conn.send_headers(sid, grpc_headers(address, extra=(("grpc-encoding", "gzip"),)))
+            conn.send_data(sid, length_prefix(len(bomb), compressed=True) + bomb, end_stream=True)
+            sids.append(sid)
+        events = pump(sock, conn, 2.0)
+    return [stream_status(events, sid) for sid in sids]
 
 
 @dataclass

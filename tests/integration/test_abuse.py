@@ -21,9 +21,12 @@ from helpers.abuse_clients import (
     BIG,
     LegitProbe,
     PeakSampler,
+    abuse_cluster,
     board_states,
     grpc_headers,
+    gzip_bombs,
     h2_connect,
+    jpeg_frames,
     length_prefix,
     pump,
     storm,
@@ -38,28 +41,13 @@ from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
 from npudure.vision.decode_budget import MAX_SCANS
 
-# Limits lowered so the suite reaches them quickly (the defaults are in npudure/config.py: ServerLimits).
-LIMITS = {
-    "max_connections": 64,
-    "max_streams_per_connection": 100,
-    "max_concurrent_rpcs": 240,
-    "max_connection_idle_s": 3.0,
-    "max_connection_age_s": 8.0,
-    "max_connection_age_grace_s": 2.0,
-}
 METRICS_PORT = free_port()
 AGE_BOUND_S = 8.0 * 1.1 + 2.0 + 3.0  # age + C-core's jitter + grace + slack on a loaded machine
 
 
 @pytest.fixture(scope="module")
 def cluster():
-    with LocalCluster(
-        boards=3,
-        time_scale=2.0,
-        agent_overrides={"limits": LIMITS},
-        scheduler_overrides={"limits": LIMITS},
-        per_board_overrides={"board1": {"metrics_port": METRICS_PORT}},
-    ) as c:
+    with abuse_cluster(METRICS_PORT) as c:
         # Warm up: the servers' heaps grow to their working size under legitimate load first, so the
         # RSS bounds below measure what an attack adds (glibc keeps freed memory: MALLOC_TRIM_THRESHOLD_).
         warm = run_closed_loop(c.address, 12, 3.0)
@@ -131,36 +119,11 @@ def test_gzip_bomb_is_refused_before_it_is_inflated(cluster: LocalCluster) -> No
     assert len(bomb) < 8192
 
     def run() -> list[str | None]:
-        seen = []
-        for target in (cluster.address, cluster.agents["board1"].address):
-            sock, conn = h2_connect(target)
-            with sock:
-                pump(sock, conn, 0.1)
-                sids = []
-                for _ in range(16):  # max_streams_per_connection
-                    sid = conn.get_next_available_stream_id()
-                    conn.send_headers(sid, grpc_headers(target, extra=(("grpc-encoding", "gzip"),)))
-                    conn.send_data(sid, length_prefix(len(bomb), compressed=True) + bomb, end_stream=True)
-                    sids.append(sid)
-                events = pump(sock, conn, 2.0)
-                seen += [_status_of(events, sid) for sid in sids]
-        return seen
+        targets = (cluster.address, cluster.agents["board1"].address)
+        return [s for t in targets for s in gzip_bombs(t, bomb, 16)]  # 16: max_streams_per_connection
 
     seen, _, _ = attack(cluster, run, rss_growth_mib=60)
     assert set(seen) == {"UNIMPLEMENTED"}, seen  # "Compression algorithm 'gzip' is disabled."
-
-
-def _status_of(events: list, sid: int) -> str | None:
-    import h2.events
-
-    for event in events:
-        headers = dict(getattr(event, "headers", None) or ())
-        if isinstance(event, h2.events.ResponseReceived | h2.events.TrailersReceived) and (
-            event.stream_id == sid and "grpc-status" in headers
-        ):
-            code = int(headers["grpc-status"])
-            return next(c.name for c in grpc.StatusCode if c.value[0] == code)
-    return None
 
 
 def test_unfinished_bodies_are_bounded_per_connection_and_closed_at_the_connection_age(
@@ -304,18 +267,9 @@ def test_malformed_messages_on_every_rpc_are_invalid_argument(cluster: LocalClus
 
 # ---------------------------------------------------------------------- decode bombs
 def _send_frames(address: str, frame: bytes, count: int) -> list[str]:
-    request = pb.InferRequest(encoding=pb.ENCODING_JPEG, frame=frame).SerializeToString()
-    codes = []
-    with grpc.insecure_channel(address, options=BIG) as channel:
-        call = channel.unary_unary("/npudure.v1.Inference/Infer")
-        for _ in range(count):
-            try:
-                call(request, timeout=10)
-                codes.append("OK")
-            except grpc.RpcError as exc:
-                codes.append(exc.code().name)
-                assert exc.details(), "a refusal says why"
-    return codes
+    replies = jpeg_frames(address, frame, count)
+    assert all(code == "OK" or details for code, details in replies), ("a refusal says why", replies)
+    return [code for code, _ in replies]
 
 
 @pytest.mark.parametrize(
