@@ -101,74 +101,91 @@ def _restart_scheduler(fleet: Fleet, _host: str) -> None:
     fleet.lab.exec(SCHEDULER_HOST, ["systemctl", "restart", SCHEDULER_UNIT], timeout=60, check=True)
 
 
+def _agent_running(fleet: Fleet, board: str) -> None:
+    _ensure_active(fleet, board, AGENT_UNIT)
+
+
+def _scheduler_running(fleet: Fleet, _host: str) -> None:
+    _ensure_active(fleet, SCHEDULER_HOST, SCHEDULER_UNIT)
+
+
+def _heals(name: str, what: str, inject: Action, budget_s: float, on_scheduler: bool = False) -> FaultSpec:
+    """A fault systemd heals (the unit restarts, the board boots): nothing to lift, and restoring is
+    making sure the unit runs. A board's fault takes it out of rotation; the scheduler's takes none out."""
+    restore = _scheduler_running if on_scheduler else _agent_running
+    return FaultSpec(
+        name,
+        what,
+        on_scheduler,
+        held=False,
+        excludes=not on_scheduler,
+        inject=inject,
+        lift=None,
+        restore=restore,
+        recovery_budget_s=budget_s,
+    )
+
+
+def _held(
+    name: str, what: str, inject: Action, lift: Action, budget_s: float, excludes: bool = True
+) -> FaultSpec:
+    """A board fault the suite lifts after the hold; the lift is idempotent, so it is the restore too."""
+    return FaultSpec(
+        name,
+        what,
+        on_scheduler=False,
+        held=True,
+        excludes=excludes,
+        inject=inject,
+        lift=lift,
+        restore=lift,
+        recovery_budget_s=budget_s,
+    )
+
+
 FAULTS: dict[str, FaultSpec] = {
     f.name: f
     for f in (
-        FaultSpec(
+        _heals(
             "agent-kill",
             "systemctl kill -s KILL npudure-agent on the board; systemd restarts it (RestartSec=2)",
-            on_scheduler=False,
-            held=False,
-            excludes=True,
-            inject=_kill_agent,
-            lift=None,
-            restore=lambda f, b: _ensure_active(f, b, AGENT_UNIT),
-            recovery_budget_s=20.0,
+            _kill_agent,
+            20.0,
         ),
-        FaultSpec(
+        _heals(
             "board-reboot",
             "systemctl reboot inside the board (Lab.reboot); the agent starts at boot",
-            on_scheduler=False,
-            held=False,
-            excludes=True,
-            inject=_reboot,
-            lift=None,
-            restore=lambda f, b: _ensure_active(f, b, AGENT_UNIT),
-            recovery_budget_s=25.0,
+            _reboot,
+            25.0,
         ),
-        FaultSpec(
+        _held(
             "link-cut",
             "the board's eth0 down (Lab.set_link: a cable pull), then up again",
-            on_scheduler=False,
-            held=True,
-            excludes=True,
-            inject=_link_down,
-            lift=_link_up,
-            restore=_link_up,
-            recovery_budget_s=25.0,
+            _link_down,
+            _link_up,
+            25.0,
         ),
-        FaultSpec(
+        _held(
             "slow",
             f"sim CPU cap {SLOW_CAP_MHZ} MHz (SetNodeCpuCap) and {SLOW_CPU_QUOTA} CPU (Lab.set_cpu_quota)",
-            on_scheduler=False,
-            held=True,
+            _slow,
+            _unslow,
+            6.0,
             excludes=False,
-            inject=_slow,
-            lift=_unslow,
-            restore=_unslow,
-            recovery_budget_s=6.0,
         ),
-        FaultSpec(
+        _held(
             "npu-hang",
             "Node.InjectFault FAULT_HANG on the board's agent, then FAULT_NONE",
-            on_scheduler=False,
-            held=True,
-            excludes=True,
-            inject=_hang,
-            lift=_unhang,
-            restore=_unhang,
-            recovery_budget_s=15.0,
+            _hang,
+            _unhang,
+            15.0,
         ),
-        FaultSpec(
+        _heals(
             "scheduler-restart",
             "systemctl restart npudure-scheduler on the scheduler host mid-load",
+            _restart_scheduler,
+            25.0,
             on_scheduler=True,
-            held=False,
-            excludes=False,
-            inject=_restart_scheduler,
-            lift=None,
-            restore=lambda f, _b: _ensure_active(f, SCHEDULER_HOST, SCHEDULER_UNIT),
-            recovery_budget_s=25.0,
         ),
     )
 }
