@@ -12,7 +12,7 @@ Pure functions over numpy arrays, so every figure in a report can be recomputed 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -136,3 +136,11 @@ def spread(values: Mapping[str, float]) -> tuple[float | None, str | None, str |
 def alternating_order(items: Sequence[T], repetition: int) -> list[T]:
     """Forward on even repetitions, reversed on odd ones, so slow drift (heat, caches) cancels."""
     return list(items) if repetition % 2 == 0 else list(reversed(items))
+
+
+def alternating_repetitions(items: Sequence[T], repetitions: int) -> Iterator[tuple[int, T]]:
+    """``(repetition, item)`` for every item of every repetition, each in ``alternating_order``: the
+    plan loop every experiment shares."""
+    for repetition in range(repetitions):
+        for item in alternating_order(items, repetition):
+            yield repetition, item

@@ -73,6 +73,27 @@ class Experiment(ABC):
             **{"via": ctx.via, **fields},
         )
 
+    def closed_spec(
+        self,
+        ctx: PlanContext,
+        run_id: str,
+        repetition: int,
+        boards: Sequence[str],
+        per_board: int,
+        **fields: Any,
+    ) -> RunSpec:
+        """A closed-loop RunSpec at ``per_board`` outstanding requests per board: the total is per-board
+        × boards, so each board sees the same load whatever the number of boards in the run."""
+        return self.spec(
+            ctx,
+            run_id,
+            repetition,
+            boards,
+            concurrency=per_board * len(boards),
+            per_board_concurrency=per_board,
+            **fields,
+        )
+
     def plots(self, plt: Any, folder: Path, name: str, agg: dict[str, Any], runs: Sequence[RunData]) -> None:
         """PNG files in ``folder`` (matplotlib's pyplot as ``plt``); none by default."""
         return None

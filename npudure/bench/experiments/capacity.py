@@ -54,26 +54,24 @@ class Capacity(Experiment):
         for rep in range(repetitions):
             for b in stats.alternating_order(list(boards), rep):
                 plan.specs.append(
-                    self.spec(
+                    self.closed_spec(
                         ctx,
                         f"{ctx.series}-alone-{b}-r{rep}",
                         rep,
                         (b,),
-                        concurrency=per_board,
-                        per_board_concurrency=per_board,
+                        per_board,
                         caps=caps,
                         cap_board=victim,
                     )
                 )
             for policy in stats.alternating_order(together, rep):
                 plan.specs.append(
-                    self.spec(
+                    self.closed_spec(
                         ctx,
                         f"{ctx.series}-{policy or 'client'}-r{rep}",
                         rep,
                         boards,
-                        concurrency=per_board * len(boards),
-                        per_board_concurrency=per_board,
+                        per_board,
                         policy=policy,
                         caps=caps,
                         cap_board=victim,

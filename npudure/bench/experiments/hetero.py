@@ -56,22 +56,20 @@ class Hetero(Experiment):
             raise ValueError("the heterogeneity dial needs at least one policy, e.g. round_robin,ect")
         names = [p or CLIENT for p in policies]
         plan = Plan(f"{ctx.series} (cap {victim}: {rungs[1:]} MHz; policies {names})")
-        for rep in range(repetitions):
-            for policy in stats.alternating_order(list(policies), rep):
-                for mhz in stats.alternating_order(rungs, rep):
-                    plan.specs.append(
-                        self.spec(
-                            ctx,
-                            f"{ctx.series}-{policy or 'client'}-cap{mhz}-r{rep}",
-                            rep,
-                            boards,
-                            concurrency=per_board * len(boards),
-                            per_board_concurrency=per_board,
-                            policy=policy,
-                            caps={victim: mhz},
-                            cap_board=victim,
-                        )
+        for rep, policy in stats.alternating_repetitions(list(policies), repetitions):
+            for mhz in stats.alternating_order(rungs, rep):
+                plan.specs.append(
+                    self.closed_spec(
+                        ctx,
+                        f"{ctx.series}-{policy or 'client'}-cap{mhz}-r{rep}",
+                        rep,
+                        boards,
+                        per_board,
+                        policy=policy,
+                        caps={victim: mhz},
+                        cap_board=victim,
                     )
+                )
         return plan
 
     def aggregate(self, runs: Sequence[RunData]) -> dict[str, Any]:

@@ -53,20 +53,11 @@ class Local(Experiment):
         plan = Plan(
             f"{ctx.series} ({', '.join(boards)}: straight to the agent vs {ctx.via}, {per_board} outstanding)"
         )
-        for rep in range(repetitions):
-            for b in stats.alternating_order(boards, rep):
-                for via in stats.alternating_order(paths, rep):
-                    plan.specs.append(
-                        self.spec(
-                            ctx,
-                            f"{ctx.series}-{b}-{via}-r{rep}",
-                            rep,
-                            (b,),
-                            concurrency=per_board,
-                            per_board_concurrency=per_board,
-                            via=via,
-                        )
-                    )
+        for rep, b in stats.alternating_repetitions(boards, repetitions):
+            for via in stats.alternating_order(paths, rep):
+                plan.specs.append(
+                    self.closed_spec(ctx, f"{ctx.series}-{b}-{via}-r{rep}", rep, (b,), per_board, via=via)
+                )
         return plan
 
     def aggregate(self, runs: Sequence[RunData]) -> dict[str, Any]:

@@ -33,20 +33,19 @@ class OpenLoop(Experiment):
         chosen = tuple(boards or ctx.boards)
         ordered = sorted(set(rates))
         plan = Plan(f"{ctx.series} ({arrival} arrivals at {ordered} inf/s)")
-        for rep in range(repetitions):
-            for rate in stats.alternating_order(ordered, rep):
-                plan.specs.append(
-                    self.spec(
-                        ctx,
-                        f"{ctx.series}-rate{rate:g}-r{rep}",
-                        rep,
-                        chosen,
-                        mode="open",
-                        rate=float(rate),
-                        arrival=arrival,
-                        seed=seed + rep,
-                    )
+        for rep, rate in stats.alternating_repetitions(ordered, repetitions):
+            plan.specs.append(
+                self.spec(
+                    ctx,
+                    f"{ctx.series}-rate{rate:g}-r{rep}",
+                    rep,
+                    chosen,
+                    mode="open",
+                    rate=float(rate),
+                    arrival=arrival,
+                    seed=seed + rep,
                 )
+            )
         return plan
 
     def aggregate(self, runs: Sequence[RunData]) -> dict[str, Any]:

@@ -33,18 +33,8 @@ class Scaling(Experiment):
             raise ValueError("no boards to scale over")
         counts = list(range(1, len(boards) + 1))
         plan = Plan(f"{ctx.series} (1..{len(boards)} boards at {per_board}/board)")
-        for rep in range(repetitions):
-            for n in stats.alternating_order(counts, rep):
-                plan.specs.append(
-                    self.spec(
-                        ctx,
-                        f"{ctx.series}-n{n}-r{rep}",
-                        rep,
-                        boards[:n],
-                        concurrency=per_board * n,
-                        per_board_concurrency=per_board,
-                    )
-                )
+        for rep, n in stats.alternating_repetitions(counts, repetitions):
+            plan.specs.append(self.closed_spec(ctx, f"{ctx.series}-n{n}-r{rep}", rep, boards[:n], per_board))
         return plan
 
     def aggregate(self, runs: Sequence[RunData]) -> dict[str, Any]:

@@ -49,18 +49,8 @@ class Sweep(Experiment):
         n = len(chosen)
         candidates = sorted(set(per_board))
         plan = Plan(f"{ctx.series} ({n} boards, per-board concurrency {candidates})")
-        for rep in range(repetitions):
-            for c in stats.alternating_order(candidates, rep):
-                plan.specs.append(
-                    self.spec(
-                        ctx,
-                        f"{ctx.series}-c{c:03d}-r{rep}",
-                        rep,
-                        chosen,
-                        concurrency=c * n,
-                        per_board_concurrency=c,
-                    )
-                )
+        for rep, c in stats.alternating_repetitions(candidates, repetitions):
+            plan.specs.append(self.closed_spec(ctx, f"{ctx.series}-c{c:03d}-r{rep}", rep, chosen, c))
         return plan
 
     def aggregate(self, runs: Sequence[RunData]) -> dict[str, Any]:
