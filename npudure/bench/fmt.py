@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 NA = "–"
@@ -57,6 +58,26 @@ def text_table(
     if rule:
         out.insert(1, indent + sep.replace(" ", "-").replace("|", "+").join("-" * w for w in widths))
     return out
+
+
+def section(title: str, name: str, intro: str = "") -> list[str]:
+    """The opening lines of a report section: its heading names the series; ``intro`` says how to read it."""
+    return [f"## {title} ({name})", "", *([intro, ""] if intro else [])]
+
+
+@dataclass(frozen=True)
+class LatencyColumns:
+    """Latency columns of a report table (keys of a latency statistics dict, in ms): the header and the
+    cells come from the same keys, so they cannot drift apart."""
+
+    keys: tuple[str, ...]
+
+    @property
+    def header(self) -> list[str]:
+        return [f"{k.replace('_', '.')} ms" for k in self.keys]  # p99_9 → "p99.9 ms"
+
+    def cells(self, latency: dict[str, Any]) -> list[str]:
+        return [f(latency[k]) for k in self.keys]
 
 
 def valid_runs(g: dict[str, Any]) -> str:

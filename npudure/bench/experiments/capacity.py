@@ -17,7 +17,7 @@ from npudure.bench import stats
 from npudure.bench.defaults import CAPACITY_CAP_MHZ, CAPACITY_POLICIES
 from npudure.bench.experiments.base import Experiment, Plan, PlanContext, Rows
 from npudure.bench.experiments.hetero import CLIENT, cap_board
-from npudure.bench.fmt import NA, conditions_line, f, pct, table, valid_runs
+from npudure.bench.fmt import NA, conditions_line, f, pct, section, table, valid_runs
 from npudure.bench.groups import aggregate_group, board_cols, group_by, group_cols
 from npudure.bench.plotting import save
 from npudure.bench.runs import RunData, percent
@@ -142,14 +142,13 @@ class Capacity(Experiment):
         return {f"{name}.csv": rows, f"{name}_boards.csv": board_rows}
 
     def markdown(self, name: str, agg: dict[str, Any]) -> list[str]:
-        lines = [
-            f"## Capacity of a heterogeneous shelf ({name})",
-            "",
+        lines = section(
+            "Capacity of a heterogeneous shelf",
+            name,
             f"{agg['cap_board']} capped at {agg['cap_mhz']} MHz in every run. Capacity = a board's "
             "throughput ALONE; the fraction is the throughput of all boards together over the summed "
             "capacities; spread = slowest board's mean latency / fastest's.",
-            "",
-        ]
+        )
         rows = [
             [b, f(g["throughput_mean_inf_per_s"]), f(g["latency_pooled_ms"]["p50"]), valid_runs(g)]
             for b, g in agg["alone"].items()

@@ -18,7 +18,7 @@ import numpy as np
 from npudure.bench import stats
 from npudure.bench.defaults import QUICK_LADDER_MHZ
 from npudure.bench.experiments.base import Experiment, Plan, PlanContext, Rows
-from npudure.bench.fmt import NA, conditions_line, f, table, valid_runs
+from npudure.bench.fmt import NA, conditions_line, f, section, table, valid_runs
 from npudure.bench.groups import aggregate_group, board_cols, group_by, group_cols
 from npudure.bench.plotting import legend, save
 from npudure.bench.runs import RunData
@@ -114,13 +114,12 @@ class Hetero(Experiment):
         return {f"{name}.csv": rows, f"{name}_boards.csv": board_rows}
 
     def markdown(self, name: str, agg: dict[str, Any]) -> list[str]:
-        lines = [
-            f"## Heterogeneity dial ({name})",
-            "",
+        lines = section(
+            "Heterogeneity dial",
+            name,
             "One board's CPU clock capped down a ladder; spread = slowest board's latency / fastest's "
             "(pooled per-board mean and p50). Cap 0 = no cap (baseline).",
-            "",
-        ]
+        )
         rows = []
         for policy, rungs in agg["policies"].items():
             for cap, g in rungs.items():

@@ -14,7 +14,7 @@ from typing import Any
 
 from npudure.bench import agent_cpu, stats
 from npudure.bench.experiments.base import Experiment, Plan, PlanContext, Rows
-from npudure.bench.fmt import conditions_line, f, table, valid_runs
+from npudure.bench.fmt import conditions_line, f, section, table, valid_runs
 from npudure.bench.groups import aggregate_group, group_by, group_cols
 from npudure.bench.runs import RunData
 
@@ -111,13 +111,12 @@ class Local(Experiment):
         return {f"{name}.csv": rows, f"{name}_paths.csv": paths}
 
     def markdown(self, name: str, agg: dict[str, Any]) -> list[str]:
-        lines = [
-            f"## Local vs cluster ({name})",
-            "",
+        lines = section(
+            "Local vs cluster",
+            name,
             "The same closed-loop load straight at one board's agent (local) and through the cluster to "
             "that board alone; what the path adds to each request.",
-            "",
-        ]
+        )
         rows = []
         for b, d in agg["boards"].items():
             local, cluster = d["local"] or {}, d["cluster"] or {}

@@ -11,9 +11,11 @@ from typing import Any
 
 from npudure.bench import stats
 from npudure.bench.experiments.base import Experiment, Plan, PlanContext, Rows
-from npudure.bench.fmt import conditions_line, f, table, valid_runs
+from npudure.bench.fmt import LatencyColumns, conditions_line, f, section, table, valid_runs
 from npudure.bench.groups import aggregate_group, group_by, point_tables
 from npudure.bench.runs import RunData
+
+LATENCY_COLUMNS = LatencyColumns(("p50", "p99", "p99_9"))
 
 
 class OpenLoop(Experiment):
@@ -73,7 +75,7 @@ class OpenLoop(Experiment):
         )
 
     def markdown(self, name: str, agg: dict[str, Any]) -> list[str]:
-        lines = [f"## Open loop ({name})", "", "Latency from the INTENDED send time.", ""]
+        lines = section("Open loop", name, "Latency from the INTENDED send time.")
         rows = []
         for rate, g in agg["points"].items():
             p = g["latency_pooled_ms"]
@@ -81,9 +83,7 @@ class OpenLoop(Experiment):
                 [
                     rate,
                     f(g["throughput_mean_inf_per_s"]),
-                    f(p["p50"]),
-                    f(p["p99"]),
-                    f(p["p99_9"]),
+                    *LATENCY_COLUMNS.cells(p),
                     f(g["send_lag_p99_ms_max"], ".2f"),
                     g["generator_behind_schedule_runs"],
                     valid_runs(g),
@@ -92,9 +92,7 @@ class OpenLoop(Experiment):
         header = [
             "λ inf/s",
             "throughput inf/s",
-            "p50 ms",
-            "p99 ms",
-            "p99.9 ms",
+            *LATENCY_COLUMNS.header,
             "send lag p99 ms",
             "runs behind schedule",
             "valid runs",

@@ -16,10 +16,12 @@ import numpy as np
 
 from npudure.bench import stats
 from npudure.bench.experiments.base import Experiment, Plan, PlanContext, Rows
-from npudure.bench.fmt import conditions_line, f, pct, table, valid_runs
+from npudure.bench.fmt import LatencyColumns, conditions_line, f, pct, section, table, valid_runs
 from npudure.bench.groups import aggregate_group, group_by, point_tables
 from npudure.bench.plotting import backend_title, legend, save
 from npudure.bench.runs import RunData, percent
+
+LATENCY_COLUMNS = LatencyColumns(("p50", "p95", "p99", "p99_9", "max"))
 
 
 class Scaling(Experiment):
@@ -64,14 +66,13 @@ class Scaling(Experiment):
         )
 
     def markdown(self, name: str, agg: dict[str, Any]) -> list[str]:
-        lines = [
-            f"## Scaling ({name})",
-            "",
+        lines = section(
+            "Scaling",
+            name,
             "Throughput and efficiency together (efficiency = X(n) / (n · X(1))). Latency percentiles are "
             "POOLED over every sample of every valid repetition; the mean of per-run percentiles is shown "
             "for comparison only (it dilutes the tail).",
-            "",
-        ]
+        )
         rows = []
         for n, g in agg["points"].items():
             p, m = g["latency_pooled_ms"], g["latency_mean_of_runs_ms"]
@@ -82,11 +83,7 @@ class Scaling(Experiment):
                     pct(g["efficiency"]),
                     f(g["speedup_x"], ".2f", "×"),
                     f(g["ideal_throughput_inf_per_s"]),
-                    f(p["p50"]),
-                    f(p["p95"]),
-                    f(p["p99"]),
-                    f(p["p99_9"]),
-                    f(p["max"]),
+                    *LATENCY_COLUMNS.cells(p),
                     f(m["p99"]),
                     valid_runs(g),
                 ]
@@ -97,11 +94,7 @@ class Scaling(Experiment):
             "efficiency",
             "speedup",
             "ideal inf/s",
-            "p50 ms",
-            "p95 ms",
-            "p99 ms",
-            "p99.9 ms",
-            "max ms",
+            *LATENCY_COLUMNS.header,
             "p99 mean-of-runs ms",
             "valid runs",
         ]

@@ -16,10 +16,12 @@ from typing import Any
 
 from npudure.bench import stats
 from npudure.bench.experiments.base import Experiment, Plan, PlanContext, Rows
-from npudure.bench.fmt import conditions_line, f, pct, table, valid_runs
+from npudure.bench.fmt import LatencyColumns, conditions_line, f, pct, section, table, valid_runs
 from npudure.bench.groups import aggregate_group, group_by, point_tables
 from npudure.bench.plotting import backend_title, save
 from npudure.bench.runs import RunData
+
+LATENCY_COLUMNS = LatencyColumns(("p50", "p99", "p99_9"))
 
 
 def operating_concurrency(sweep: dict[str, Any]) -> int | None:
@@ -94,7 +96,7 @@ class Sweep(Experiment):
         )
 
     def markdown(self, name: str, agg: dict[str, Any]) -> list[str]:
-        lines = [f"## Saturation curve ({name})", ""]
+        lines = section("Saturation curve", name)
         rows = []
         for c, g in agg["points"].items():
             p = g["latency_pooled_ms"]
@@ -104,9 +106,7 @@ class Sweep(Experiment):
                     g["conditions"]["concurrency_total"],
                     f"{f(g['throughput_mean_inf_per_s'])} ± {f(g['throughput_std_inf_per_s'])}",
                     pct(g["fraction_of_peak"]),
-                    f(p["p50"]),
-                    f(p["p99"]),
-                    f(p["p99_9"]),
+                    *LATENCY_COLUMNS.cells(p),
                     valid_runs(g),
                 ]
             )
@@ -115,9 +115,7 @@ class Sweep(Experiment):
             "total",
             "throughput inf/s (mean ± sd)",
             "of peak",
-            "p50 ms",
-            "p99 ms",
-            "p99.9 ms",
+            *LATENCY_COLUMNS.header,
             "valid runs",
         ]
         lines.append(table(header, rows))

@@ -126,6 +126,18 @@ def test_alternating_order_reverses_on_odd_repetitions() -> None:
     assert stats.alternating_order([1, 2, 4], 2) == [1, 2, 4]
 
 
+def test_alternating_repetitions_yields_every_item_of_every_repetition_in_alternating_order() -> None:
+    assert list(stats.alternating_repetitions(["a", "b"], 3)) == [
+        (0, "a"),
+        (0, "b"),
+        (1, "b"),
+        (1, "a"),
+        (2, "a"),
+        (2, "b"),
+    ]
+    assert list(stats.alternating_repetitions(["a"], 0)) == []
+
+
 # ------------------------------------------------------------------------------------ arrivals
 def test_constant_arrivals_are_evenly_spaced() -> None:
     offsets = arrival_offsets(10.0, 1.0, "constant", seed=0)
