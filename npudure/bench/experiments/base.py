@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from npudure.bench.groups import point_tables
 from npudure.bench.runs import RunData
 from npudure.bench.spec import RunSpec
 
@@ -97,3 +98,19 @@ class Experiment(ABC):
     def plots(self, plt: Any, folder: Path, name: str, agg: dict[str, Any], runs: Sequence[RunData]) -> None:
         """PNG files in ``folder`` (matplotlib's pyplot as ``plt``); none by default."""
         return None
+
+
+class PointExperiment(Experiment):
+    """The skeleton of an experiment whose aggregate is ``points`` keyed by one number (the sweep's
+    per-board concurrency, the scaling's board count, the open loop's rate): its CSV tables are the
+    shared group, per-board and per-stage columns of each point, then the experiment's own columns."""
+
+    point_key: ClassVar[str]  # the CSV column of the point's number
+    point_type: ClassVar[type[int] | type[float]]  # the points' keys are strings in summary.json
+
+    def point_columns(self, g: dict[str, Any]) -> dict[str, Any]:
+        """The experiment's own CSV columns of one point's aggregate (after the shared ones)."""
+        return {}
+
+    def tables(self, name: str, agg: dict[str, Any]) -> dict[str, Rows]:
+        return point_tables(name, agg, self.point_key, self.point_type, self.point_columns)

@@ -10,16 +10,18 @@ from collections.abc import Sequence
 from typing import Any
 
 from npudure.bench import stats
-from npudure.bench.experiments.base import Experiment, Plan, PlanContext, Rows
+from npudure.bench.experiments.base import Plan, PlanContext, PointExperiment
 from npudure.bench.fmt import LatencyColumns, conditions_line, f, section, table, valid_runs
-from npudure.bench.groups import aggregate_group, group_by, point_tables
+from npudure.bench.groups import aggregate_group, group_by
 from npudure.bench.runs import RunData
 
 LATENCY_COLUMNS = LatencyColumns(("p50", "p99", "p99_9"))
 
 
-class OpenLoop(Experiment):
+class OpenLoop(PointExperiment):
     kind = "openloop"
+    point_key = "rate_target_inf_per_s"
+    point_type = float
 
     def plan(
         self,
@@ -62,17 +64,11 @@ class OpenLoop(Experiment):
             points[str(rate)] = g
         return {"kind": self.kind, "points": points, "warnings": []}
 
-    def tables(self, name: str, agg: dict[str, Any]) -> dict[str, Rows]:
-        return point_tables(
-            name,
-            agg,
-            "rate_target_inf_per_s",
-            float,
-            lambda g: {
-                "send_lag_p99_ms_max": g["send_lag_p99_ms_max"],
-                "generator_behind_schedule_runs": g["generator_behind_schedule_runs"],
-            },
-        )
+    def point_columns(self, g: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "send_lag_p99_ms_max": g["send_lag_p99_ms_max"],
+            "generator_behind_schedule_runs": g["generator_behind_schedule_runs"],
+        }
 
     def markdown(self, name: str, agg: dict[str, Any]) -> list[str]:
         lines = section("Open loop", name, "Latency from the INTENDED send time.")

@@ -15,17 +15,19 @@ from typing import Any
 import numpy as np
 
 from npudure.bench import stats
-from npudure.bench.experiments.base import Experiment, Plan, PlanContext, Rows
+from npudure.bench.experiments.base import Plan, PlanContext, PointExperiment
 from npudure.bench.fmt import LatencyColumns, conditions_line, f, pct, section, table, valid_runs
-from npudure.bench.groups import aggregate_group, group_by, point_tables
+from npudure.bench.groups import aggregate_group, group_by
 from npudure.bench.plotting import backend_title, legend, save
 from npudure.bench.runs import RunData, percent
 
 LATENCY_COLUMNS = LatencyColumns(("p50", "p95", "p99", "p99_9", "max"))
 
 
-class Scaling(Experiment):
+class Scaling(PointExperiment):
     kind = "scaling"
+    point_key = "n_boards"
+    point_type = int
 
     def plan(
         self, ctx: PlanContext, per_board: int = 1, repetitions: int = 3, boards_max: int | None = None
@@ -52,18 +54,12 @@ class Scaling(Experiment):
             g["speedup_x"] = x / x1 if (x is not None and x1) else None
         return {"kind": self.kind, "points": {str(n): g for n, g in groups.items()}, "warnings": warnings}
 
-    def tables(self, name: str, agg: dict[str, Any]) -> dict[str, Rows]:
-        return point_tables(
-            name,
-            agg,
-            "n_boards",
-            int,
-            lambda g: {
-                "efficiency_pct": percent(g["efficiency"]),
-                "ideal_throughput_inf_per_s": g["ideal_throughput_inf_per_s"],
-                "speedup_x": g["speedup_x"],
-            },
-        )
+    def point_columns(self, g: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "efficiency_pct": percent(g["efficiency"]),
+            "ideal_throughput_inf_per_s": g["ideal_throughput_inf_per_s"],
+            "speedup_x": g["speedup_x"],
+        }
 
     def markdown(self, name: str, agg: dict[str, Any]) -> list[str]:
         lines = section(

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from npudure.bench import stats
-from npudure.bench.experiments.base import Experiment, Plan, PlanContext, Rows
+from npudure.bench.experiments.base import Plan, PlanContext, PointExperiment
 from npudure.bench.fmt import LatencyColumns, conditions_line, f, pct, section, table, valid_runs
-from npudure.bench.groups import aggregate_group, group_by, point_tables
+from npudure.bench.groups import aggregate_group, group_by
 from npudure.bench.plotting import backend_title, save
 from npudure.bench.runs import RunData
 
@@ -35,8 +35,10 @@ def _op_group(agg: dict[str, Any]) -> dict[str, Any]:
     return first or next(iter(agg["points"].values()))
 
 
-class Sweep(Experiment):
+class Sweep(PointExperiment):
     kind = "sweep"
+    point_key = "per_board_concurrency"
+    point_type = int
 
     def plan(
         self,
@@ -83,17 +85,8 @@ class Sweep(Experiment):
             "warnings": warnings,
         }
 
-    def tables(self, name: str, agg: dict[str, Any]) -> dict[str, Rows]:
-        return point_tables(
-            name,
-            agg,
-            "per_board_concurrency",
-            int,
-            lambda g: {
-                "fraction_of_peak": g["fraction_of_peak"],
-                "is_operating_point": g["is_operating_point"],
-            },
-        )
+    def point_columns(self, g: dict[str, Any]) -> dict[str, Any]:
+        return {"fraction_of_peak": g["fraction_of_peak"], "is_operating_point": g["is_operating_point"]}
 
     def markdown(self, name: str, agg: dict[str, Any]) -> list[str]:
         lines = section("Saturation curve", name)

@@ -242,6 +242,34 @@ def test_scaling_efficiency_and_invalid_runs_left_out() -> None:
     assert agg["points"]["2"]["invalid_runs"] == {"x-n2-r1": ["x: y"]}
 
 
+@pytest.mark.parametrize(
+    ("kind", "params", "key", "first", "own"),
+    [
+        ("sweep", {"per_board": [2, 1]}, "per_board_concurrency", 1, {"fraction_of_peak": 0.5}),
+        (
+            "scaling",
+            {"per_board": 1, "boards_max": 2, "repetitions": 1},
+            "n_boards",
+            1,
+            {"efficiency_pct": 100.0},
+        ),
+        ("openloop", {"rates": [12.5, 30]}, "rate_target_inf_per_s", 12.5, {"send_lag_p99_ms_max": 0.0}),
+    ],
+)
+def test_a_point_experiments_csv_rows_carry_the_points_number_then_their_own_columns(
+    kind: str, params: dict[str, Any], key: str, first: float, own: dict[str, Any]
+) -> None:
+    specs = plan(kind, **params)
+    runs = [fake_run(s, {b: 10.0 for b in s.boards}, 20.0 * (i + 1)) for i, s in enumerate(specs)]
+    tables = experiments.get(kind).tables(kind, experiments.get(kind).aggregate(runs))
+    assert set(tables) == {f"{kind}.csv", f"{kind}_boards.csv", f"{kind}_stages.csv"}
+    row = tables[f"{kind}.csv"][0]
+    assert row[key] == first and type(row[key]) is type(first)
+    assert {k: row[k] for k in own} == own
+    assert row["throughput_mean_inf_per_s"] == pytest.approx(20.0)
+    assert tables[f"{kind}_boards.csv"][0][key] == first
+
+
 def test_capacity_fraction_of_summed_capacity_and_spread_per_policy() -> None:
     ctx = PlanContext(("board1", "board2"), "capacity")
     specs = plan("capacity", ctx, per_board=2, policies=["round_robin", "ect"])
