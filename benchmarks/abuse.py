@@ -2,9 +2,10 @@
 """Per abuse class: what was sent, what came back, legitimate requests failed meanwhile, and the peak RSS
 and fds of the scheduler and of the busiest agent. Prints a markdown table; asserts nothing.
 
-A real scheduler and three ``sim`` agents (EMULATED NPU, time_scale 2) on loopback, with the limits of
-tests/integration/test_abuse.py (connection cap 64, idle 3 s, age 8 s + 2 s grace, 100 streams per
-connection, 240 concurrent calls) so that each class reaches its bound in seconds. One legitimate
+A real scheduler and three ``sim`` agents (EMULATED NPU, time_scale 2) on loopback: the cluster
+tests/integration/test_abuse.py attacks (``abuse_cluster`` in tests/helpers/abuse_clients.py: connection
+cap 64, idle 3 s, age 8 s + 2 s grace, 100 streams per connection, 240 concurrent calls), so that each
+class reaches its bound in seconds. One legitimate
 client sends a raw 640x640 frame every 200 ms (10 s deadline) through the scheduler during each attack.
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/abuse.py
