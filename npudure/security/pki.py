@@ -17,7 +17,7 @@ import os
 import pwd
 import stat
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -101,22 +101,22 @@ def _write_atomic(path: Path, data: bytes, mode: int, uid: int = -1, gid: int = 
 
 
 def _ids(owner: str | None, group: str | None) -> tuple[int, int]:
-    uid = gid = -1
-    if owner:
-        try:
-            uid = int(owner) if owner.isdigit() else pwd.getpwnam(owner).pw_uid
-        except KeyError:
-            raise PkiError(
-                f"there is no user {owner!r} on this host: create it first or drop --owner"
-            ) from None
-    if group:
-        try:
-            gid = int(group) if group.isdigit() else grp.getgrnam(group).gr_gid
-        except KeyError:
-            raise PkiError(
-                f"there is no group {group!r} on this host: create it first or drop --group"
-            ) from None
+    uid = _account_id("user", owner, "--owner", lambda name: pwd.getpwnam(name).pw_uid)
+    gid = _account_id("group", group, "--group", lambda name: grp.getgrnam(name).gr_gid)
     return uid, gid
+
+
+def _account_id(kind: str, name: str | None, flag: str, lookup: Callable[[str], int]) -> int:
+    """The numeric id of a user or group given by name or number; -1 (chown's "unchanged") for none.
+
+    Users and groups are looked up alike, so a missing one gets the same one-line error naming its flag.
+    """
+    if not name:
+        return -1
+    try:
+        return int(name) if name.isdigit() else lookup(name)
+    except KeyError:
+        raise PkiError(f"there is no {kind} {name!r} on this host: create it first or drop {flag}") from None
 
 
 def load_certificate(path: str | os.PathLike[str], what: str = "certificate") -> x509.Certificate:
