@@ -27,21 +27,15 @@ SERVICE_CONFIG: dict[str, list[dict[str, Any]]] = {
         {
             "name": [{"service": contract.INFERENCE}],
             "waitForReady": True,
-            "retryPolicy": {
-                "maxAttempts": 5,  # C-core caps it at 5
-                # Small first: a restart's calls are replayed as soon as the new process listens,
-                # not up to a second after. gRPC draws each wait at random below the current
-                # backoff (jitter), so the replays of many clients do not arrive in one burst.
-                "initialBackoff": "0.05s",
-                "maxBackoff": "0.5s",
-                "backoffMultiplier": 2,
-                # UNAVAILABLE: the connection went away under the call. CANCELLED: a scheduler that
-                # stops kills the calls it had received but not yet handed to its handler
-                # (grpc/grpc#41785: C-core cancels them, it does not refuse them); the scheduler never
-                # answers CANCELLED otherwise (a board's CANCELLED comes back as UNAVAILABLE). A call
-                # the caller cancels itself is never retried.
-                "retryableStatusCodes": ["UNAVAILABLE", "CANCELLED"],
-            },
+            # Small first: a restart's calls are replayed as soon as the new process listens,
+            # not up to a second after. gRPC draws each wait at random below the current
+            # backoff (jitter), so the replays of many clients do not arrive in one burst.
+            # UNAVAILABLE: the connection went away under the call. CANCELLED: a scheduler that
+            # stops kills the calls it had received but not yet handed to its handler
+            # (grpc/grpc#41785: C-core cancels them, it does not refuse them); the scheduler never
+            # answers CANCELLED otherwise (a board's CANCELLED comes back as UNAVAILABLE). A call
+            # the caller cancels itself is never retried.
+            "retryPolicy": contract.retry_policy("0.05s", "0.5s"),
         }
     ]
 }

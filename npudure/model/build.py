@@ -104,34 +104,38 @@ def _check_args(layout: str, int8: bool, seed: int, nc: int = NUM_CLASSES, size:
         raise ModelBuildError(f"seed must be 0 or more, got {seed}")
 
 
-def _metadata(
-    layout: Layout,
-    int8: bool,
-    seed: int,
-    params_unfused: int,
-    nc: int = NUM_CLASSES,
-    size: int = INPUT_SIZE,
-    names: tuple[str, ...] | None = None,
-) -> dict[str, str]:
+@dataclass(frozen=True)
+class _Settings:
+    """What a build is asked for: the metadata it writes, the cache check and the result all read it."""
+
+    layout: Layout
+    int8: bool
+    seed: int
+    nc: int = NUM_CLASSES
+    size: int = INPUT_SIZE
+    names: tuple[str, ...] | None = None
+
+
+def _metadata(s: _Settings, params_unfused: int) -> dict[str, str]:
     meta = {
         "npudure.builder_version": BUILDER_VERSION,
         "npudure.model": "yolov8n",
-        "npudure.layout": layout,
-        "npudure.int8": str(int8).lower(),
-        "npudure.seed": str(seed),
+        "npudure.layout": s.layout,
+        "npudure.int8": str(s.int8).lower(),
+        "npudure.seed": str(s.seed),
         "npudure.params_unfused": str(params_unfused),
         "npudure.trained": "false",
         "npudure.note": NOTE,
     }
-    if layout == "standard" or (nc, size) != (NUM_CLASSES, INPUT_SIZE):
+    if s.layout == "standard" or (s.nc, s.size) != (NUM_CLASSES, INPUT_SIZE):
         # The keys ultralytics' exporter writes (what a user's `yolo export format=onnx` file has).
         meta |= {
             "description": "npudure YOLOv8n (untrained), ultralytics export layout",
             "stride": "32",
             "task": "detect",
             "batch": "1",
-            "imgsz": f"[{size}, {size}]",
-            "names": ultralytics_names(names or default_names(nc)),
+            "imgsz": f"[{s.size}, {s.size}]",
+            "names": ultralytics_names(s.names or default_names(s.nc)),
         }
     return meta
 
@@ -158,6 +162,7 @@ def build_yolov8n(
 ) -> BuildResult:
     """Build the model into ``path`` (always builds; see :func:`ensure_model` for the cache)."""
     _check_args(layout, int8, seed, nc, size)
+    settings = _Settings(layout, int8, seed, nc, size, names)
     start = time.perf_counter()
     path = Path(path)
     weights, stats = calibrate(seed, calibration_frames(seed, size=size), threads=threads, nc=nc)
@@ -166,7 +171,7 @@ def build_yolov8n(
     model = make_model(e, batch=1, doc=NOTE)
     onnx.checker.check_model(model)
     unfused = _unfused_params(weights)
-    meta = _metadata(layout, int8, seed, unfused, nc, size, names)
+    meta = _metadata(settings, unfused)
     helper.set_model_props(model, meta)
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -186,6 +191,13 @@ def build_yolov8n(
             onnx.save(qmodel, str(staged))
             model = qmodel
         os.replace(staged, path)
+    return _result(path, model, unfused, start, False, settings)
+
+
+def _result(
+    path: Path, model: onnx.ModelProto, unfused: int, start: float, cached: bool, s: _Settings
+) -> BuildResult:
+    """A fresh build and a cache hit report alike: what the file holds, measured from it."""
     return BuildResult(
         path=path,
         sha256=sha256_file(path),
@@ -193,24 +205,16 @@ def build_yolov8n(
         params_unfused=unfused,
         flops=count_flops(model),
         seconds=time.perf_counter() - start,
-        cached=False,
-        layout=layout,
-        int8=int8,
-        seed=seed,
-        nc=nc,
-        size=size,
+        cached=cached,
+        layout=s.layout,
+        int8=s.int8,
+        seed=s.seed,
+        nc=s.nc,
+        size=s.size,
     )
 
 
-def _cached(
-    path: Path,
-    layout: Layout,
-    int8: bool,
-    seed: int,
-    nc: int = NUM_CLASSES,
-    size: int = INPUT_SIZE,
-    names: tuple[str, ...] | None = None,
-) -> BuildResult | None:
+def _cached(path: Path, settings: _Settings) -> BuildResult | None:
     """The BuildResult of an existing, intact file built by this builder with these settings."""
     start = time.perf_counter()
     try:
@@ -219,22 +223,9 @@ def _cached(
         return None  # missing, truncated or corrupt: rebuild
     meta = {p.key: p.value for p in model.metadata_props}
     unfused = int(meta.get("npudure.params_unfused", "0") or 0)
-    if meta != _metadata(layout, int8, seed, unfused, nc, size, names):
+    if meta != _metadata(settings, unfused):
         return None  # another builder version or other settings
-    return BuildResult(
-        path=path,
-        sha256=sha256_file(path),
-        params=count_params(model),
-        params_unfused=int(meta["npudure.params_unfused"]),
-        flops=count_flops(model),
-        seconds=time.perf_counter() - start,
-        cached=True,
-        layout=layout,
-        int8=int8,
-        seed=seed,
-        nc=nc,
-        size=size,
-    )
+    return _result(path, model, int(meta["npudure.params_unfused"]), start, True, settings)
 
 
 def ensure_model(
@@ -256,7 +247,7 @@ def ensure_model(
     _check_args(layout, int8, seed, nc, size)
     target = Path(path) if path is not None else default_model_path(layout, int8, seed, nc, size)
     if not force and target.is_file():
-        hit = _cached(target, layout, int8, seed, nc, size, names)
+        hit = _cached(target, _Settings(layout, int8, seed, nc, size, names))
         if hit is not None:
             return hit
     return build_yolov8n(

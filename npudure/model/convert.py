@@ -279,17 +279,14 @@ def convert(
     }
     started = time.monotonic()
     graph = npu_graph(source, target)
+
+    def outcome(meta: dict, cached: bool) -> ConvertResult:
+        # A reused file and a fresh build are described alike: only the record and the flag differ.
+        sims = sim_path(target) if frames is not None else None
+        return ConvertResult(target, meta, cached, time.monotonic() - started, sims, frames, graph)
+
     if not force and _reusable(target, want, check_frames):
-        meta = read_meta(target) or {}
-        return ConvertResult(
-            target,
-            meta,
-            True,
-            time.monotonic() - started,
-            sim_path(target) if frames is not None else None,
-            frames,
-            graph,
-        )
+        return outcome(read_meta(target) or {}, True)
 
     target.parent.mkdir(parents=True, exist_ok=True)
     log_file = target.with_name(target.name + ".log")
@@ -338,15 +335,7 @@ def convert(
         tmp_meta = work / "meta.json"
         tmp_meta.write_text(json.dumps(meta, indent=2) + "\n")
         os.replace(tmp_meta, meta_path(target))
-    return ConvertResult(
-        target,
-        meta,
-        False,
-        time.monotonic() - started,
-        sim_path(target) if frames is not None else None,
-        frames,
-        graph,
-    )
+    return outcome(meta, False)
 
 
 def simulator_check(result: ConvertResult, onnx: Path, score_threshold: float) -> object:

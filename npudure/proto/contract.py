@@ -9,6 +9,8 @@ Runs on the boards: Python 3.10, no controller-only imports.
 
 from __future__ import annotations
 
+from typing import Any
+
 from npudure.proto import inference_pb2 as pb
 
 INFERENCE = pb.DESCRIPTOR.services_by_name["Inference"].full_name  # "npudure.v1.Inference"
@@ -51,3 +53,25 @@ def reconnect_options(max_ms: int = RECONNECT_MAX_MS, *, min_ms: int | None = No
     if min_ms is not None:
         options.insert(1, ("grpc.min_reconnect_backoff_ms", min_ms))
     return options
+
+
+def retry_policy(
+    initial_backoff: str, max_backoff: str, per_attempt_recv_timeout: str | None = None
+) -> dict[str, Any]:
+    """A service config's retryPolicy (gRFC A6) for Inference calls, which are idempotent.
+
+    The most attempts C-core allows, doubling backoff, and the two codes a call gets when the process
+    at the other end went away or stopped under it; callers choose the backoff and say why CANCELLED
+    is safe to retry on their path.
+    """
+    policy: dict[str, Any] = {
+        "maxAttempts": 5,  # C-core caps it at 5
+        "initialBackoff": initial_backoff,
+        "maxBackoff": max_backoff,
+        "backoffMultiplier": 2,
+        "retryableStatusCodes": ["UNAVAILABLE", "CANCELLED"],
+    }
+    if per_attempt_recv_timeout is not None:
+        # Honoured by C-core only when the channel sets grpc.experimental.enable_hedging.
+        policy["perAttemptRecvTimeout"] = per_attempt_recv_timeout
+    return policy

@@ -11,7 +11,6 @@ makes it re-read the file, and it accepts exactly the file's tokens from then on
 
 from __future__ import annotations
 
-import ipaddress
 import sys
 
 import grpc
@@ -21,6 +20,7 @@ from npudure.client.handover_retry import retrying
 from npudure.config import SchedulerConfig
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
+from npudure.scheduler.address import split as split_address
 from npudure.scheduler.membership import ReloadError, read_config
 from npudure.security import access as security
 from npudure.service.runtime import EX_CONFIG
@@ -30,13 +30,8 @@ PREFIX = "npudure scheduler: reload"
 
 def local_target(listen: str) -> str:
     """Where this host reaches its own scheduler: the listen address, loopback for a wildcard."""
-    host, _, port = listen.rpartition(":")
-    host = host.strip("[]")
-    try:
-        ip = ipaddress.ip_address(host)
-    except ValueError:
-        return listen
-    if ip.is_unspecified:
+    ip, _, port = split_address(listen)
+    if ip is not None and ip.is_unspecified:
         return f"[::1]:{port}" if ip.version == 6 else f"127.0.0.1:{port}"
     return listen
 

@@ -24,6 +24,7 @@ from npudure.config import SchedulerConfig
 from npudure.proto import contract
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
+from npudure.scheduler.address import split as split_address
 from npudure.scheduler.boards import Board
 
 log = logging.getLogger(__name__)
@@ -49,18 +50,10 @@ def service_config(config: SchedulerConfig) -> dict:
                 "timeout": _duration(config.request_timeout_s),
                 "maxRequestMessageBytes": config.max_message_bytes,
                 "maxResponseMessageBytes": config.max_message_bytes,
-                "retryPolicy": {
-                    "maxAttempts": 5,  # C-core caps it at 5
-                    "initialBackoff": "0.01s",
-                    "maxBackoff": "0.2s",
-                    "backoffMultiplier": 2,
-                    # UNAVAILABLE: the board went away. CANCELLED: what C-core gives an attempt that
-                    # outlived perAttemptRecvTimeout (a hung board), or a board shutting down mid-call.
-                    # Inference is idempotent, so trying another board is safe.
-                    "retryableStatusCodes": ["UNAVAILABLE", "CANCELLED"],
-                    # Honoured by C-core only when the channel sets grpc.experimental.enable_hedging.
-                    "perAttemptRecvTimeout": _duration(config.board_timeout_s),
-                },
+                # UNAVAILABLE: the board went away. CANCELLED: what C-core gives an attempt that
+                # outlived perAttemptRecvTimeout (a hung board), or a board shutting down mid-call.
+                # Inference is idempotent, so trying another board is safe.
+                "retryPolicy": contract.retry_policy("0.01s", "0.2s", _duration(config.board_timeout_s)),
             }
         ],
     }
@@ -68,11 +61,8 @@ def service_config(config: SchedulerConfig) -> dict:
 
 def resolve(address: str) -> str:
     """``host:port`` as ``IP:port`` (IPv6 in brackets): the ipv4:/ipv6: target schemes take literals only."""
-    host, _, port = address.rpartition(":")
-    host = host.strip("[]")
-    try:
-        ip = ipaddress.ip_address(host)
-    except ValueError:
+    ip, host, port = split_address(address)
+    if ip is None:
         infos = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
         ip = ipaddress.ip_address(infos[0][4][0])
     return f"[{ip}]:{port}" if ip.version == 6 else f"{ip}:{port}"

@@ -101,6 +101,13 @@ class Scheduler(rpc.ClusterServicer):
             log.warning("refused %s from %s: handing over to a new scheduler", rpc_name, context.peer())
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"{rpc_name}: {contract.HANDING_OVER}")
 
+    def _rotation_changed(self) -> pb.ClusterStatus:
+        """After an admin RPC changed which boards take work: metrics and health follow, the change is
+        kept for the next start, and the caller gets the cluster as it now is."""
+        self._state_changed()
+        self.membership.save()
+        return self.cluster_status()
+
     def _state_changed(self) -> None:
         for board in self.boards:
             for state in pb.BoardState.keys()[1:]:
@@ -170,9 +177,7 @@ class Scheduler(rpc.ClusterServicer):
         for board in self.boards:
             board.active = board.name in names
         log.info("active boards: %s", ", ".join(names))
-        self._state_changed()
-        self.membership.save()
-        return self.cluster_status()
+        return self._rotation_changed()
 
     async def SetPolicy(
         self, request: pb.SetPolicyRequest, context: grpc.aio.ServicerContext
@@ -201,9 +206,7 @@ class Scheduler(rpc.ClusterServicer):
             )
         board.draining = request.drain
         log.info("board %s %s", board.name, "draining" if request.drain else "back in rotation")
-        self._state_changed()
-        self.membership.save()
-        return self.cluster_status()
+        return self._rotation_changed()
 
     async def SetNodeCpuCap(
         self, request: pb.SetNodeCpuCapRequest, context: grpc.aio.ServicerContext

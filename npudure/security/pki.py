@@ -17,8 +17,8 @@ import os
 import pwd
 import stat
 import tempfile
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -26,7 +26,11 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, ed25519, rsa
-from cryptography.hazmat.primitives.asymmetric.types import CertificateIssuerPrivateKeyTypes, PublicKeyTypes
+from cryptography.hazmat.primitives.asymmetric.types import (
+    CertificateIssuerPrivateKeyTypes,
+    CertificatePublicKeyTypes,
+    PublicKeyTypes,
+)
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 CA_KEY, CA_CERT = "ca.key", "ca.crt"
@@ -101,22 +105,22 @@ def _write_atomic(path: Path, data: bytes, mode: int, uid: int = -1, gid: int = 
 
 
 def _ids(owner: str | None, group: str | None) -> tuple[int, int]:
-    uid = gid = -1
-    if owner:
-        try:
-            uid = int(owner) if owner.isdigit() else pwd.getpwnam(owner).pw_uid
-        except KeyError:
-            raise PkiError(
-                f"there is no user {owner!r} on this host: create it first or drop --owner"
-            ) from None
-    if group:
-        try:
-            gid = int(group) if group.isdigit() else grp.getgrnam(group).gr_gid
-        except KeyError:
-            raise PkiError(
-                f"there is no group {group!r} on this host: create it first or drop --group"
-            ) from None
+    uid = _account_id("user", owner, "--owner", lambda name: pwd.getpwnam(name).pw_uid)
+    gid = _account_id("group", group, "--group", lambda name: grp.getgrnam(name).gr_gid)
     return uid, gid
+
+
+def _account_id(kind: str, name: str | None, flag: str, lookup: Callable[[str], int]) -> int:
+    """The numeric id of a user or group given by name or number; -1 (chown's "unchanged") for none.
+
+    Users and groups are looked up alike, so a missing one gets the same one-line error naming its flag.
+    """
+    if not name:
+        return -1
+    try:
+        return int(name) if name.isdigit() else lookup(name)
+    except KeyError:
+        raise PkiError(f"there is no {kind} {name!r} on this host: create it first or drop {flag}") from None
 
 
 def load_certificate(path: str | os.PathLike[str], what: str = "certificate") -> x509.Certificate:
@@ -282,28 +286,7 @@ def make_ca(
     now = _now()
     ski = x509.SubjectKeyIdentifier.from_public_key(key.public_key())
     cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - CLOCK_SKEW)
-        .not_valid_after(now + dt.timedelta(days=days))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=False,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        _certificate(name, name, key.public_key(), now - CLOCK_SKEW, now + dt.timedelta(days=days), ca=True)
         .add_extension(ski, critical=False)
         .sign(key, hashes.SHA256())
     )
@@ -422,29 +405,9 @@ def sign(
     purposes = [ExtendedKeyUsageOID.CLIENT_AUTH]
     if usage == "server-and-client":
         purposes.insert(0, ExtendedKeyUsageOID.SERVER_AUTH)
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
     builder = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)]))
-        .issuer_name(ca_cert.subject)
-        .public_key(csr.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(start)
-        .not_valid_after(end)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=True,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        _certificate(subject, ca_cert.subject, csr.public_key(), start, end, ca=False)
         .add_extension(x509.ExtendedKeyUsage(purposes), critical=False)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(csr.public_key()), critical=False)
         .add_extension(
@@ -456,6 +419,46 @@ def sign(
     cert = builder.sign(ca_key, hashes.SHA256())
     _write_atomic(Path(out), cert.public_bytes(serialization.Encoding.PEM), 0o644)
     return Signed(Path(out), cn, [_san_text(n) for n in sans], end, capped)
+
+
+def _certificate(
+    subject: x509.Name,
+    issuer: x509.Name,
+    public_key: CertificatePublicKeyTypes,
+    start: dt.datetime,
+    end: dt.datetime,
+    *,
+    ca: bool,
+) -> x509.CertificateBuilder:
+    """What the CA and every leaf start from: names, key, a random serial, the validity, and the critical
+    constraints and key usage of a CA (signs certificates) or of a leaf (TLS: signs, takes keys).
+
+    One builder, so the CA and the certificates it signs cannot drift apart in what they assert.
+    """
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(public_key)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(end)
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=0 if ca else None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=not ca,
+                content_commitment=False,
+                key_encipherment=not ca,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=ca,
+                crl_sign=ca,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+    )
 
 
 # ---------------------------------------------------------------------- one call for tests and labs
@@ -496,13 +499,8 @@ class CheckResult:
     sans: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "ok": self.ok,
-            "reasons": self.reasons,
-            "days_left": self.days_left,
-            "cn": self.cn,
-            "sans": self.sans,
-        }
+        # `npudure pki check --json` prints exactly the fields, in their order.
+        return asdict(self)
 
 
 def check_certificate(

@@ -6,7 +6,6 @@ Needs ansible-core and ansible-lint from the dev extras (in .venv); no root, no 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import subprocess
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from helpers.ansible import BIN, ROOT, local_env, render
+from helpers.role_scripts import load_role_script
 
 from npudure import config
 
@@ -236,17 +236,8 @@ def test_scheduler_templates_render_the_boards_of_the_inventory(tmp_path: Path) 
 # ---------------------------------------------------------------- the wheelhouse script
 
 
-def _wheelhouse_module():
-    path = ROOT / "roles/npudure_wheelhouse/files/build_wheelhouse.py"
-    spec = importlib.util.spec_from_file_location("build_wheelhouse", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_wheelhouse_platform_tags_cover_older_glibc() -> None:
-    wh = _wheelhouse_module()
+    wh = load_role_script("npudure_wheelhouse", "build_wheelhouse")
     tags = wh.platform_tags("aarch64", "2.36")
     assert tags[0] == "manylinux_2_36_aarch64" and "manylinux_2_17_aarch64" in tags
     assert tags[-1] == "manylinux2014_aarch64" and len(tags) == 36 - 17 + 2
@@ -258,7 +249,7 @@ def test_wheelhouse_platform_tags_cover_older_glibc() -> None:
 
 
 def test_wheelhouse_cache_keys(tmp_path: Path) -> None:
-    wh = _wheelhouse_module()
+    wh = load_role_script("npudure_wheelhouse", "build_wheelhouse")
     project = tmp_path / "project"
     shutil.copytree(ROOT / "npudure" / "proto", project / "npudure" / "proto")
     (project / "pyproject.toml").write_text("[project]\nname = 'x'\n")

@@ -4,22 +4,12 @@ times and umask) build the same bytes, so the second one changes nothing on the 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 import shutil
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _script():
-    path = ROOT / "roles/npudure_wheelhouse/files/build_wheelhouse.py"
-    spec = importlib.util.spec_from_file_location("build_wheelhouse", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from helpers.role_scripts import ROOT, load_role_script
 
 
 def _clone(dest: Path, mtime: float, mode: int) -> Path:
@@ -37,7 +27,7 @@ def _clone(dest: Path, mtime: float, mode: int) -> Path:
 
 
 def test_two_clones_build_the_same_wheel(tmp_path: Path) -> None:
-    build = _script()
+    build = load_role_script("npudure_wheelhouse", "build_wheelhouse")
     digests = []
     for i, (mtime, mode) in enumerate(((1_700_000_000, 0o644), (1_760_000_000, 0o664))):
         project = _clone(tmp_path / f"controller{i}" / "npudure-src", mtime, mode)

@@ -13,11 +13,10 @@ from PIL import Image
 
 pytest.importorskip("onnxruntime")
 
-from helpers.two_class_model import NAMES, SIZE
+from helpers.two_class_model import NAMES, SIZE, one_board_cluster
 
 from npudure.backends import create_backend
 from npudure.config import AgentConfig
-from npudure.lab.local import LocalCluster
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.vision.frames import LETTERBOX_FILL, synthetic_frame
@@ -27,13 +26,7 @@ SOURCES = [(1920, 1080), (1280, 720), (320, 320), (1080, 1920), (1, 1)]
 
 @pytest.fixture(scope="module")
 def cluster(two_class_onnx):
-    with LocalCluster(
-        boards=1,
-        backend="onnx",
-        model=str(two_class_onnx.path),
-        npu_cores=1,
-        agent_overrides={"onnx_threads": 1},
-    ) as c:
+    with one_board_cluster(two_class_onnx) as c:
         yield c
 
 

@@ -18,11 +18,10 @@ from PIL import Image
 pytest.importorskip("onnxruntime")
 
 from helpers.deepstack_requests import hand_letterbox, jpeg
-from helpers.two_class_model import NAMES, SIZE
+from helpers.two_class_model import NAMES, SIZE, one_board_cluster
 
 from npudure.backends import create_backend
 from npudure.config import AgentConfig
-from npudure.lab.local import LocalCluster
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
@@ -31,14 +30,7 @@ from npudure.vision.frames import synthetic_frame
 
 @pytest.fixture(scope="module")
 def cluster(two_class_onnx):
-    with LocalCluster(
-        boards=1,
-        backend="onnx",
-        model=str(two_class_onnx.path),
-        npu_cores=1,
-        agent_overrides={"onnx_threads": 1},
-        http_api=True,
-    ) as c:
+    with one_board_cluster(two_class_onnx, http_api=True) as c:
         yield c
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from helpers.cli import run_npudure
+from helpers.fleet_ops import wait_for
 
 from npudure.lab.local import LocalCluster
 from npudure.proto import inference_pb2 as pb
@@ -60,15 +61,6 @@ def health(address: str, service: str) -> int:
             .Check(health_pb2.HealthCheckRequest(service=service), timeout=2)
             .status
         )
-
-
-def wait_for(what: str, condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{what}: not within {timeout_s:.0f}s")
 
 
 def cluster_stub(cluster: LocalCluster) -> tuple[grpc.Channel, rpc.ClusterStub]:

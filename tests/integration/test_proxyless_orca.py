@@ -61,6 +61,7 @@ def _grpc_call(address: str, path: str, message: bytes, timeout_s: float = 10.0)
     from h2.connection import H2Connection
     from h2.events import ResponseReceived, StreamEnded, TrailersReceived
     from h2.settings import SettingCodes
+    from helpers.abuse_clients import grpc_headers
 
     host, port = address.rsplit(":", 1)
     trailers: dict[str, str] = {}
@@ -70,17 +71,7 @@ def _grpc_call(address: str, path: str, message: bytes, timeout_s: float = 10.0)
         conn.update_settings({SettingCodes.INITIAL_WINDOW_SIZE: 1 << 24})
         conn.increment_flow_control_window(1 << 24)
         sid = conn.get_next_available_stream_id()
-        conn.send_headers(
-            sid,
-            [
-                (":method", "POST"),
-                (":scheme", "http"),
-                (":path", path),
-                (":authority", address),
-                ("content-type", "application/grpc"),
-                ("te", "trailers"),
-            ],
-        )
+        conn.send_headers(sid, grpc_headers(address, path))
         body = b"\x00" + struct.pack(">I", len(message)) + message
         sock.sendall(conn.data_to_send())
         sent, ended = 0, False

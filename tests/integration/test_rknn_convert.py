@@ -11,14 +11,13 @@ then ~15-25 s per platform to convert and simulate 4 frames; a warm cache re-che
 from __future__ import annotations
 
 import json
-import platform
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers.rknn_toolkit import TOOLKIT_MARKS
 
 from npudure.backends.base import sha256_file
 from npudure.model import simcheck
@@ -26,17 +25,7 @@ from npudure.model.build import cache_dir, ensure_model
 from npudure.model.convert import CHECK_FRAMES, check_set, meta_path, sim_path
 from npudure.vision.postprocess import postprocess
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        sys.platform != "linux" or platform.machine() != "x86_64",
-        reason="rknn-toolkit2 runs on x86_64 Linux only",
-    ),
-    pytest.mark.skipif(
-        sys.version_info[:2] != (3, 11) and shutil.which("python3.11") is None,
-        reason="the toolkit's lock is for CPython 3.11, which this machine lacks",
-    ),
-]
+pytestmark = TOOLKIT_MARKS
 PLATFORMS = ("rk3576", "rk3588")
 
 

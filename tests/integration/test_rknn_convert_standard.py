@@ -12,30 +12,19 @@ accuracy.
 from __future__ import annotations
 
 import json
-import platform
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from helpers.rknn_toolkit import TOOLKIT_MARKS
 
 from npudure.backends.rknn import model_record
 from npudure.config import AgentConfig
 from npudure.model.build import cache_dir, ensure_model
 from npudure.model.convert import converted_onnx_path, meta_path
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        sys.platform != "linux" or platform.machine() != "x86_64",
-        reason="rknn-toolkit2 runs on x86_64 Linux only",
-    ),
-    pytest.mark.skipif(
-        sys.version_info[:2] != (3, 11) and shutil.which("python3.11") is None,
-        reason="the toolkit's lock is for CPython 3.11, which this machine lacks",
-    ),
-]
+pytestmark = TOOLKIT_MARKS
 NAMES = ("forklift", "pallet")
 SOC = "rk3588"
 

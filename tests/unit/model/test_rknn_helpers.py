@@ -4,12 +4,12 @@ the arm64 image and inventory bits, and the wheelhouse pin/hash lock (no toolkit
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers.role_scripts import load_role_script
 
 from npudure.lab import binfmt, image, inventory
 from npudure.lab.lab import arm64_board_names
@@ -145,12 +145,7 @@ def test_the_last_boards_are_arm64_and_the_inventory_says_so(tmp_path) -> None:
 # ---------------------------------------------------------------- wheelhouse pin + hash lock
 @pytest.fixture(scope="module")
 def wheelhouse():
-    path = ROOT / "roles/npudure_wheelhouse/files/build_wheelhouse.py"
-    spec = importlib.util.spec_from_file_location("build_wheelhouse_rknn", path)
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(module)
-    return module
+    return load_role_script("npudure_wheelhouse", "build_wheelhouse", "build_wheelhouse_rknn")
 
 
 def test_pins_and_hashes_parse_and_refuse_bad_input(wheelhouse) -> None:
