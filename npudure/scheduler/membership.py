@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -41,6 +41,11 @@ LIVE_FIELDS = ("boards", "policy")
 
 class ReloadError(Exception):
     """A reload that is refused; the message is one line, in the operator's terms."""
+
+
+class ReloadInterrupted(Exception):
+    """A handover began while the reload waited (its successor has read the saved state): the reload
+    changed nothing here and is to be retried on the successor."""
 
 
 @dataclass(frozen=True)
@@ -124,6 +129,7 @@ class Host(Protocol):
     admin: security.AdminGuard
     _tasks: list[asyncio.Task[None]]
     _resolved: dict[str, str]
+    handing_over: Callable[[], bool]
 
     @property  # read-only here: a plain attribute would have to be exactly LeaseLike (invariance)
     def lease(self) -> LeaseLike: ...
@@ -197,6 +203,8 @@ class Membership:
         tokens = self._read_tokens()
         diff = diff_boards({b.name: b.address for b in host.boards}, self.leaving, new.boards)
         resolved = await check_addresses(diff.added)
+        if host.handing_over():  # checked before the await too (Scheduler._may_change)
+            raise ReloadInterrupted
         old = host.config
         host.config = old.model_copy(update={"boards": new.boards, "policy": new.policy})
         for board in diff.added:

@@ -19,7 +19,7 @@ from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.scheduler.boards import Board, BoardMonitor, open_board
 from npudure.scheduler.dispatch import Dispatcher, DispatchError
-from npudure.scheduler.membership import Membership, ReloadError
+from npudure.scheduler.membership import Membership, ReloadError, ReloadInterrupted
 from npudure.scheduler.metrics import SchedulerMetrics
 from npudure.scheduler.policies import POLICIES, make_policy
 from npudure.scheduler.route import ServingPusher, build_route, resolve
@@ -256,6 +256,9 @@ class Scheduler(rpc.ClusterServicer):
         await self._may_change(context, "ReloadBoards")
         try:
             reply = await self.membership.reload()
+        except ReloadInterrupted:
+            log.warning("reload from %s interrupted by a handover: not applied here", context.peer())
+            await context.abort(grpc.StatusCode.UNAVAILABLE, f"ReloadBoards: {contract.HANDING_OVER}")
         except ReloadError as exc:
             log.error("reload refused, still serving %s: %s", ", ".join(self.by_name), exc)
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))

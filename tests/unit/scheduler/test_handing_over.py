@@ -81,3 +81,45 @@ async def test_changes_are_refused_while_handing_over_and_taken_otherwise(schedu
     scheduler.handing_over = lambda: False
     await scheduler.DrainNode(drain, _Context(TOKEN))  # type: ignore[arg-type]
     assert scheduler.by_name["b1"].draining
+
+
+async def test_a_reload_that_a_handover_overtakes_while_it_resolves_changes_nothing(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reload awaits the new boards' name lookups after the frozen check: a handover that began
+    meanwhile (its successor read the saved state) must find the reload refused, not applied here."""
+    import yaml
+
+    from npudure.scheduler import membership
+
+    token = tmp_path / "admin-token"
+    token.write_text(TOKEN + "\n")
+    token.chmod(0o600)
+    admin = {"token_file": str(token)}
+    path = tmp_path / "scheduler.yml"
+    boards = [{"name": "b1", "address": "127.0.0.1:1"}]
+    path.write_text(yaml.safe_dump({"boards": boards, "admin": admin}))
+    sched = Scheduler(SchedulerConfig(boards=[BoardConfig(**boards[0])], admin=admin), str(path))
+    try:
+        path.write_text(
+            yaml.safe_dump({"boards": [*boards, {"name": "b2", "address": "127.0.0.1:2"}], "admin": admin})
+        )
+        resolve = membership.check_addresses
+
+        async def overtaken(added):
+            sched.handing_over = lambda: True
+            return await resolve(added)
+
+        monkeypatch.setattr(membership, "check_addresses", overtaken)
+        context = _Context(TOKEN)
+        with pytest.raises(_Aborted):
+            await sched.ReloadBoards(pb.ReloadBoardsRequest(), context)  # type: ignore[arg-type]
+        assert context.aborted == (grpc.StatusCode.UNAVAILABLE, f"ReloadBoards: {contract.HANDING_OVER}")
+        assert list(sched.by_name) == ["b1"]
+        # Retried once the handover failed (thawed): the same reload is taken.
+        sched.handing_over = lambda: False
+        monkeypatch.setattr(membership, "check_addresses", resolve)
+        reply = await sched.ReloadBoards(pb.ReloadBoardsRequest(), _Context(TOKEN))  # type: ignore[arg-type]
+        assert list(reply.added) == ["b2"] and list(sched.by_name) == ["b1", "b2"]
+    finally:
+        await sched.close()
