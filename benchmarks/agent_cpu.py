@@ -9,14 +9,16 @@ Same run, same client, same frames over real gRPC on loopback:
 * ``agent raw``: a real agent (``sim`` backend, EMULATED NPU, tiny time scale so the NPU is never the
   limit) fed 640x640 raw frames;
 * ``agent jpeg``: the same agent fed 640x640 JPEGs; ``agent jpeg1080``: 1920x1080 JPEGs (decoded at
-  1/2 scale by libjpeg's DCT scaling, then letterboxed to 640).
+  3/8 scale, 720x405, by libjpeg's DCT scaling, then letterboxed to 640).
 
 Per path: the server process's CPU (utime + stime from /proc, all threads) divided by frames, and
 for the agent the per-stage thread CPU it reports in /metrics (``npudure_agent_stage_cpu_seconds``)
 and its event-loop thread's CPU (GIL-serialized). "other" is process CPU not in a named stage
 (gRPC's C threads, asyncio, the metrics of the sim). Paths are interleaved over repetitions; the
 median per path is printed. The decode section times the JPEG decoders (Pillow with ``draft()``,
-simplejpeg, OpenCV if installed) on this thread. Ends by itself; stops only the processes it started.
+simplejpeg, OpenCV if installed) on this thread, with the entropy floor of each JPEG (decoded at
+1/8) and the resize alone; then the pool's own per-frame hand-off (a no-op context). Ends by itself;
+stops only the processes it started.
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/agent_cpu.py --frames 400 --repetitions 3
 """
