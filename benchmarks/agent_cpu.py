@@ -9,14 +9,16 @@ Same run, same client, same frames over real gRPC on loopback:
 * ``agent raw``: a real agent (``sim`` backend, EMULATED NPU, tiny time scale so the NPU is never the
   limit) fed 640x640 raw frames;
 * ``agent jpeg``: the same agent fed 640x640 JPEGs; ``agent jpeg1080``: 1920x1080 JPEGs (decoded at
-  1/2 scale by libjpeg's DCT scaling, then letterboxed to 640).
+  3/8 scale, 720x405, by libjpeg's DCT scaling, then letterboxed to 640).
 
 Per path: the server process's CPU (utime + stime from /proc, all threads) divided by frames, and
 for the agent the per-stage thread CPU it reports in /metrics (``npudure_agent_stage_cpu_seconds``)
 and its event-loop thread's CPU (GIL-serialized). "other" is process CPU not in a named stage
 (gRPC's C threads, asyncio, the metrics of the sim). Paths are interleaved over repetitions; the
 median per path is printed. The decode section times the JPEG decoders (Pillow with ``draft()``,
-simplejpeg, OpenCV if installed) on this thread. Ends by itself; stops only the processes it started.
+simplejpeg, OpenCV if installed) on this thread, with the entropy floor of each JPEG (decoded at
+1/8) and the resize alone; then the pool's own per-frame hand-off (a no-op context). Ends by itself;
+stops only the processes it started.
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/agent_cpu.py --frames 400 --repetitions 3
 """
@@ -271,7 +273,26 @@ def decode_section(jpeg640: bytes, jpeg1080: bytes, repeat: int) -> dict[str, An
             "jpeg1080_scaled_resized_ms": _thread_ms(lambda d=decode: resized(d), repeat),
             "jpeg1080_scaled_shape": list(decode(jpeg1080, 640, 360).shape[:2]),
         }
+    import simplejpeg
+
+    scaled = simplejpeg.decode_jpeg(jpeg1080, "RGB", min_height=360, min_width=640)
+    image = Image.fromarray(scaled)
     return {
+        # Decoded at 1/8 (DC coefficients only, no full IDCT): mostly the entropy (Huffman) decode of
+        # the whole file, which no DCT scale avoids. It grows with the file's bytes, not the output's.
+        "entropy_floor_ms": {
+            "jpeg640": _thread_ms(
+                lambda: simplejpeg.decode_jpeg(jpeg640, "RGB", min_height=80, min_width=80), repeat
+            ),
+            "jpeg1080": _thread_ms(
+                lambda: simplejpeg.decode_jpeg(jpeg1080, "RGB", min_height=135, min_width=240), repeat
+            ),
+        },
+        "jpeg_bytes": {"jpeg640": len(jpeg640), "jpeg1080": len(jpeg1080)},
+        "jpeg1080_resize_alone_ms": _thread_ms(
+            lambda: image.resize((640, 360), Image.Resampling.BILINEAR), repeat
+        ),
+        "jpeg1080_scaled_shape": list(scaled.shape[:2]),
         "jpeg640_decode_for_model_ms": _thread_ms(
             lambda: frames.decode_for_model(pb.ENCODING_JPEG, jpeg640), repeat
         ),
@@ -405,6 +426,21 @@ def report(result: dict[str, Any]) -> list[str]:
                 f"{row['jpeg1080_scaled_ms']:.2f}, + Pillow resize to 640x360 "
                 f"{row['jpeg1080_scaled_resized_ms']:.2f}"
             )
+        e, b = d["entropy_floor_ms"], d["jpeg_bytes"]
+        h, w = d["jpeg1080_scaled_shape"]
+        lines += [
+            f"  the 1080p JPEG is {b['jpeg1080'] / 1e3:.0f} kB, the 640's {b['jpeg640'] / 1e3:.0f} kB "
+            f"({b['jpeg1080'] / b['jpeg640']:.2f}×); decoded at 1/8 (mostly the entropy decode, which no "
+            f"DCT scale avoids) {e['jpeg1080']:.2f} vs {e['jpeg640']:.2f} ms "
+            f"({e['jpeg1080'] / e['jpeg640']:.2f}×); Pillow's bilinear {w}x{h} → 640x360 alone "
+            f"{d['jpeg1080_resize_alone_ms']:.2f} ms",
+        ]
+    hand = result.get("handoff_us")
+    if hand:
+        lines.append(
+            "pool hand-off (WorkerPool.run of a no-op context: free-list wait, to its thread and back, "
+            f"release), whole process CPU {hand['cpu_us']:.1f} µs per frame, wall {hand['wall_us']:.1f} µs"
+        )
     us = result["clock_read_us"]
     lines.append(
         f"accounting overhead: one thread-clock read costs {us:.3f} µs CPU here; {READS_PER_FRAME} reads "
@@ -494,7 +530,38 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     jpeg1080 = pb.InferRequest.FromString(requests["agent jpeg1080"][0]).frame
     result["decode"] = decode_section(jpeg640, jpeg1080, args.decode_repeat)
     result["clock_read_us"] = _clock_read_us()
+    result["handoff_us"] = asyncio.run(_handoff_us(args.decode_repeat * 100))
     return result
+
+
+async def _handoff_us(count: int) -> dict[str, float]:
+    """The pool's own cost per frame, the NPU and the decode taken out: ``WorkerPool.run`` of a
+    context that returns at once, one frame at a time, process CPU (both threads) and wall."""
+    import numpy as np
+
+    from npudure.agent.pool import WorkerPool
+    from npudure.backends.base import Context, ContextResult
+
+    image = np.zeros((1, 1, 3), np.uint8)
+    reply = ContextResult(np.zeros((0, 6), np.float32), 0.0, 0.0, 0.0)
+
+    class Instant(Context):
+        def run(self, image: np.ndarray) -> ContextResult:
+            return reply
+
+    pool = WorkerPool([Instant()], queue_limit=4)
+    try:
+        for _ in range(100):
+            await pool.run(lambda: image)
+        cpu, wall = time.process_time(), time.perf_counter()
+        for _ in range(count):
+            await pool.run(lambda: image)
+        return {
+            "cpu_us": (time.process_time() - cpu) * 1e6 / count,
+            "wall_us": (time.perf_counter() - wall) * 1e6 / count,
+        }
+    finally:
+        pool.close()
 
 
 def main(argv: list[str] | None = None) -> int:

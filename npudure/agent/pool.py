@@ -15,11 +15,11 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from npudure.agent.npu_thread import NpuThread
 from npudure.backends.base import Context, ContextResult
 
 log = logging.getLogger(__name__)
@@ -33,7 +33,7 @@ class PoolFull(Exception):
 class Worker:
     index: int
     context: Context
-    executor: ThreadPoolExecutor
+    thread: NpuThread
     busy_since: float | None = None
     # Replaced after a hang: release the context when its thread returns, never hand it out again.
     retired: bool = False
@@ -57,8 +57,7 @@ class WorkerPool:
         thread_initializer: Callable[[], object] | None = None,  # its return value is ignored
     ) -> None:
         self._workers = [
-            Worker(i, ctx, ThreadPoolExecutor(1, f"npu{i}", initializer=thread_initializer))
-            for i, ctx in enumerate(contexts)
+            Worker(i, ctx, NpuThread(f"npu{i}", thread_initializer)) for i, ctx in enumerate(contexts)
         ]
         self._free: asyncio.Queue[Worker] = asyncio.Queue()
         for worker in self._workers:
@@ -106,9 +105,7 @@ class WorkerPool:
                 )
                 continue
             context = new_context(old.index)
-            fresh = Worker(
-                old.index, context, ThreadPoolExecutor(1, f"npu{old.index}", initializer=self._initializer)
-            )
+            fresh = Worker(old.index, context, NpuThread(f"npu{old.index}", self._initializer))
             old.retired = True
             self._retired.append(old)
             self._workers[i] = fresh
@@ -129,8 +126,9 @@ class WorkerPool:
             return
         # The hung call came back: release its context on its own thread, then let the thread go.
         self._retired.remove(worker)
-        worker.executor.submit(_close_quietly, worker.context)
-        worker.executor.shutdown(wait=False)
+        context = worker.context
+        worker.thread.call(lambda: _close_quietly(context))
+        worker.thread.stop(wait=False)
         log.warning("NPU context %d: the hung call returned; its old context is released", worker.index)
 
     async def run(self, decode: Callable[[], np.ndarray]) -> Outcome:
@@ -157,19 +155,17 @@ class WorkerPool:
             finally:
                 worker.busy_since = None
 
-        future = asyncio.get_running_loop().run_in_executor(worker.executor, job)
         # The context goes back to the free list only when its thread is done with it, even when the
         # caller is cancelled mid-inference: a context must never serve two frames at once.
-        future.add_done_callback(lambda _f: self._done(worker))
-        result, decode_s, cpu_ns = await asyncio.shield(future)
+        result, decode_s, cpu_ns = await worker.thread.submit(job, lambda: self._done(worker))
         return Outcome(result, queue_s, decode_s, cpu_ns)
 
     def close(self) -> None:
         for worker in self._workers:
-            worker.executor.shutdown(wait=True, cancel_futures=True)
+            worker.thread.stop(wait=True)
             worker.context.close()
         for worker in self._retired:  # still hung: do not wait for them
-            worker.executor.shutdown(wait=False, cancel_futures=True)
+            worker.thread.stop(wait=False)
 
 
 def _worker_cpu(result: ContextResult, run_ns: int) -> dict[str, int]:

@@ -36,6 +36,8 @@ def test_agent_cpu_benchmark_prints_every_path_and_stage(tmp_path: Path) -> None
         "EMULATED NPU",
         "grpcio",
         "letterbox",
+        "entropy decode",
+        "pool hand-off",
     ):
         assert label in done.stdout
     result = json.loads(out.read_text())
@@ -62,3 +64,8 @@ def test_agent_cpu_benchmark_prints_every_path_and_stage(tmp_path: Path) -> None
     assert set(decoders) >= {"pillow", "simplejpeg"}  # OpenCV only where installed
     assert decoders["simplejpeg"]["jpeg1080_scaled_shape"] == [405, 720]  # 3/8, the M/8 covering 640x360
     assert decoders["pillow"]["jpeg1080_scaled_shape"] == [540, 960]  # draft: 1/2
+    decode = result["decode"]
+    assert decode["jpeg_bytes"]["jpeg1080"] > decode["jpeg_bytes"]["jpeg640"] > 0
+    assert min(decode["entropy_floor_ms"].values()) > 0 and decode["jpeg1080_resize_alone_ms"] > 0
+    assert decode["jpeg1080_scaled_shape"] == [405, 720]  # the smallest M/8 (3/8) covering 640x360
+    assert result["handoff_us"]["cpu_us"] > 0 and result["handoff_us"]["wall_us"] > 0

@@ -118,3 +118,32 @@ def test_png_and_other_encodings_are_checked_at_the_edge() -> None:
         check_request_for(77, b"x", 640)
     with pytest.raises(FrameError, match="not a valid PNG"):
         decode_for_model(pb.ENCODING_PNG, frames.PNG_MAGIC + b"garbage", 640)
+
+
+def test_a_1080p_jpeg_is_letterboxed_to_640x360_and_boxes_map_back_to_its_pixels() -> None:
+    """The camera path end to end (DCT-scaled decode to 720x405, bilinear to 640x360, grey bands):
+    where the image lands in the model input, to the pixel, and a box found there mapped back to
+    the 1920x1080 frame. A shifted, stretched or mis-padded resize fails here, not only a wrong
+    ``Letterbox`` arithmetic."""
+    img = np.full((1080, 1920, 3), 60, np.uint8)
+    x1, y1, x2, y2 = 480, 270, 1440, 810  # a red block, its edges on multiples of 3 source px
+    img[y1:y2, x1:x2] = (220, 30, 30)
+    img[:, :3] = img[:, -3:] = (30, 30, 220)  # blue edge columns: the image must reach x=0 and x=639
+    model_input, geo = decode_for_model(pb.ENCODING_JPEG, encode(img, "JPEG"), 640)
+
+    assert (geo.new_w, geo.new_h, geo.pad_x, geo.pad_y, geo.scale) == (640, 360, 0, 140, 1 / 3)
+    assert model_input.shape == (640, 640, 3)
+    assert (model_input[:140] == frames.LETTERBOX_FILL).all()  # the grey bands, exactly
+    assert (model_input[500:] == frames.LETTERBOX_FILL).all()
+    content = model_input[140:500].astype(int)
+    assert (np.abs(content[[0, -1]] - 60).max(axis=-1)[:, 10:-10] < 40).all()  # first/last rows: image
+    assert content[180, 0, 2] > 150 and content[180, 639, 2] > 150  # both edge columns reach the border
+
+    # The red block's edges in the model input: source edges / 3, offset by the top band.
+    red = (content[..., 0] > 140) & (content[..., 1] < 80)
+    rows, cols = np.flatnonzero(red.any(axis=1)), np.flatnonzero(red.any(axis=0))
+    found = np.array([[cols[0], rows[0] + 140, cols[-1] + 1, rows[-1] + 141, 0.9, 2]], np.float32)
+    np.testing.assert_allclose(found[0, :4], [160, 230, 480, 410], atol=1)
+    back = geo.to_source(found)
+    np.testing.assert_allclose(back[0, :4], [x1, y1, x2, y2], atol=3)  # one model pixel = 3 source px
+    assert back[0, 4] == pytest.approx(0.9) and back[0, 5] == 2

@@ -1,0 +1,76 @@
+"""The pool's per-context thread: results and errors reach the awaiting caller, calls run in order on
+one named thread, and the release hook runs only once the call has returned — also when the caller
+went away mid-call."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from npudure.agent.npu_thread import NpuThread
+
+pytestmark = pytest.mark.timeout(15)
+
+
+async def test_results_and_errors_come_back_in_order_on_one_thread() -> None:
+    thread = NpuThread("npu7")
+    returned: list[int] = []
+    try:
+        calls = [
+            thread.submit(lambda: threading.current_thread().name, lambda i=i: returned.append(i))
+            for i in range(3)
+        ]
+        assert await asyncio.gather(*calls) == ["npu7"] * 3
+        assert returned == [0, 1, 2]
+
+        def boom() -> None:
+            raise ValueError("bad frame")
+
+        with pytest.raises(ValueError, match="bad frame"):
+            await thread.submit(boom, lambda: returned.append(9))
+        assert returned[-1] == 9  # released after a failed call too
+    finally:
+        thread.stop(wait=True)
+
+
+async def test_a_cancelled_caller_releases_only_when_the_call_returns() -> None:
+    thread = NpuThread("npu0")
+    gate, started = threading.Event(), threading.Event()
+    released = asyncio.Event()
+
+    def held() -> str:
+        started.set()
+        gate.wait(5)
+        return "late"
+
+    async def caller() -> str:
+        result: str = await thread.submit(held, released.set)
+        return result
+
+    try:
+        task = asyncio.create_task(caller())
+        await asyncio.to_thread(started.wait, 5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(0.05)
+        assert not released.is_set()  # the call still runs: its context must not be handed out
+        gate.set()
+        await asyncio.wait_for(released.wait(), 5)
+        assert await thread.submit(lambda: "next", lambda: None) == "next"  # the thread serves on
+    finally:
+        gate.set()
+        thread.stop(wait=True)
+
+
+async def test_a_failing_initializer_does_not_stop_the_thread_serving() -> None:
+    def refuse() -> None:
+        raise OSError("sched_setaffinity refused")
+
+    thread = NpuThread("npu1", refuse)
+    try:
+        assert await asyncio.wait_for(thread.submit(lambda: 42, lambda: None), 5) == 42
+    finally:
+        thread.stop(wait=True)
