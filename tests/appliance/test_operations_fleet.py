@@ -579,6 +579,7 @@ def _prebuild_wheel(source: Path, cache: Path) -> None:
     modes at once, 30 s into the play, measured 2026-12-02); a real controller is another machine."""
     import importlib.util
     import json
+    import shutil
     import sys
 
     from npudure.faults import fleet as fleetmod
@@ -588,14 +589,22 @@ def _prebuild_wheel(source: Path, cache: Path) -> None:
     assert spec is not None and spec.loader is not None
     build = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(build)
-    folders = [f for f in cache.iterdir() if (f / "state.json").is_file()]
-    assert len(folders) == 1, f"one wheelhouse in the controller's cache expected: {folders}"
-    wheels, state_file = folders[0] / "wheels", folders[0] / "state.json"
-    build.build_npudure_wheel(sys.executable, source, wheels)
-    state = json.loads(state_file.read_text())
-    state["source"] = build.source_digest(source)
-    state_file.write_text(json.dumps(state))
-    build.write_manifest(wheels)
+    # Every wheelhouse in the cache (one per dependency key: targets, extras; the role picks one).
+    folders = sorted(f for f in cache.iterdir() if (f / "state.json").is_file() and (f / "wheels").is_dir())
+    assert folders, f"no wheelhouse in the controller's cache {cache} (the lab was provisioned before)"
+    digest, built = build.source_digest(source), None
+    for folder in folders:
+        wheels = folder / "wheels"
+        if built is None:
+            built = wheels / build.build_npudure_wheel(sys.executable, source, wheels)
+        else:
+            for old in wheels.glob("npudure-*.whl"):
+                old.unlink()
+            shutil.copy2(built, wheels / built.name)
+        state = json.loads((folder / "state.json").read_text())
+        state["source"] = digest
+        (folder / "state.json").write_text(json.dumps(state))
+        build.write_manifest(wheels)
 
 
 def _versions(fleet) -> dict[str, str]:
