@@ -9,7 +9,11 @@ Prints, with the conditions:
 - handover: the same figures for a handover (the successor binds the same port, serves, then the old
   process closes its listener, sends GOAWAY and finishes its requests), with its timeline;
 - add-board: seconds from the ``ReloadBoards`` call to the first request the new board receives (the
-  issue's figure: within 5 s of its play), polled on the board's own ``served_total``.
+  issue's figure: within 5 s of its play), polled on the board's own ``served_total``;
+- upgrade: a new npudure version (a copy of the sources with a bumped ``__version__``) rolled the way
+  the roles do it, in both modes: each agent in turn drained, idle, SIGTERM'd, started on the new
+  version, UP again; then the scheduler handed over to a process of the new version. The processes
+  import npudure from one folder that is switched to the new copy, as a venv is reinstalled on a board.
 
 The load is ``npudure.faults.operations.run_operation`` (the fault suite's generator and analysis);
 the cluster is ``npudure.lab.local.LocalCluster`` (sim agents: an EMULATED NPU).
@@ -17,6 +21,7 @@ the cluster is ``npudure.lab.local.LocalCluster`` (sim agents: an EMULATED NPU).
     PYTHONPATH=$PWD .venv/bin/python benchmarks/operations.py            # ~40 s
     PYTHONPATH=$PWD .venv/bin/python benchmarks/operations.py --restarts 3
     PYTHONPATH=$PWD .venv/bin/python benchmarks/operations.py --only handover
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/operations.py --only upgrade
 """
 
 from __future__ import annotations
@@ -36,7 +41,10 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from npudure import __version__
 from npudure.bench.payloads import FrameSet
+from npudure.client.admin import board_state, set_drain
+from npudure.faults.fleet import frozen_source
 from npudure.faults.operations import OperationResult, run_operation, table
 from npudure.lab.local import LocalCluster, wait_serving
 from npudure.proto import inference_pb2 as pb
@@ -227,6 +235,127 @@ def add_board(args: argparse.Namespace, out: Path) -> None:
         print()
 
 
+def _wait_until(what: str, done, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what}: not within {timeout_s:.0f} s")
+        time.sleep(0.02)
+
+
+def roll_agents(cluster: LocalCluster, steps: list[tuple[float, str]]) -> None:
+    """Each agent in turn as roles/npudure_agent/tasks/restart.yml does it: drain through the scheduler,
+    wait until it holds nothing, SIGTERM, start it again (the new code), wait until the scheduler has it
+    back, undrain, wait UP."""
+    with security.channel(cluster.address) as channel:
+        cluster_stub = rpc.ClusterStub(channel)
+
+        def state(name: str) -> str | None:
+            return board_state(cluster_stub.GetClusterStatus(pb.ClusterStatusRequest(), timeout=5), name)
+
+        for name, proc in cluster.agents.items():
+            assert proc.process is not None
+            set_drain(channel, name, True, 10)
+            with security.channel(proc.address) as board:
+                node = rpc.NodeStub(board)
+
+                def idle(node: rpc.NodeStub = node) -> bool:
+                    status = node.GetStatus(pb.NodeStatusRequest(), timeout=5)
+                    return status.in_flight == 0 and status.queue_depth == 0
+
+                _wait_until(f"{name} idle after its drain", idle)
+            proc.process.send_signal(signal.SIGTERM)
+            proc.process.wait(timeout=60)
+            cluster._spawn(proc, "agent")
+            wait_serving(proc.address, 60, proc.process)
+            _wait_until(f"{name} DRAINING again on the scheduler", lambda n=name: state(n) == "DRAINING")
+            set_drain(channel, name, False, 10)
+            _wait_until(f"{name} UP on the scheduler", lambda n=name: state(n) == "UP")
+            steps.append((time.time(), f"{name} rolled (pid {proc.pid})"))
+
+
+def running_versions(cluster: LocalCluster) -> dict[str, str]:
+    """The version each running process reports (the scheduler's and every agent's status)."""
+    with security.channel(cluster.address) as channel:
+        found = {
+            "scheduler": rpc.ClusterStub(channel)
+            .GetClusterStatus(pb.ClusterStatusRequest(), timeout=5)
+            .scheduler_version
+        }
+    for name, proc in cluster.agents.items():
+        with security.channel(proc.address) as channel:
+            found[name] = rpc.NodeStub(channel).GetStatus(pb.NodeStatusRequest(), timeout=5).agent_version
+    return found
+
+
+def upgrade(args: argparse.Namespace, out: Path) -> None:
+    frames = FrameSet((FRAME,), (640 * 640 * 3,), "raw", "zeros 640x640x3")
+    new = f"{__version__}+upgrade.1"
+    saved_path, saved_cwd, out = os.environ.get("PYTHONPATH"), os.getcwd(), out.resolve()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        old_src, new_src = frozen_source(_mkdir(root / "old")), frozen_source(_mkdir(root / "new"))
+        init = new_src / "npudure" / "__init__.py"
+        init.write_text(init.read_text().replace(f'"{__version__}"', f'"{new}"'))
+        current = root / "current"  # what every process imports npudure from, like a board's venv
+        current.symlink_to(old_src)
+        # `python -m` puts the working folder first on sys.path: the processes start away from this tree.
+        os.environ["PYTHONPATH"] = str(current)
+        os.chdir(root)
+        pid_file = root / handover.PID_NAME
+        cluster = LocalCluster(
+            boards=3,
+            time_scale=args.time_scale,
+            workdir=root,
+            log_level="INFO",
+            scheduler_overrides={"state_file": str(root / "state.json")},
+        )
+        try:
+            cluster.start()
+            assert cluster.scheduler is not None
+            before = running_versions(cluster)
+            steps: list[tuple[float, str]] = []
+            config = cluster.scheduler.config_path
+            (out / "upgrade").mkdir(parents=True, exist_ok=True)
+
+            def action() -> None:
+                steps.append((time.time(), f"sources switched to {new}"))
+                current.unlink()
+                current.symlink_to(new_src)
+                roll_agents(cluster, steps)
+                hand_over(config, pid_file, steps)
+
+            results = run_operation(
+                cluster.address, "upgrade", action, frames, args.concurrency, out / "upgrade",
+                baseline_s=2.0, tail_s=2.0, budget_s=180.0, log=lambda _: None,
+            )  # fmt: skip
+            print(table(results))
+            after = running_versions(cluster)
+            print(f"upgrade: running versions {before} -> {after}")
+            if set(after.values()) != {new}:
+                print(f"upgrade: NOT every process runs {new}")
+            t0 = steps[0][0] if steps else time.time()
+            for when, what in steps:
+                print(f"  {when - t0:+7.3f}  {what}")
+            print()
+        finally:
+            successor = handover.read_pid(pid_file)
+            if successor and cluster.scheduler is not None and successor != cluster.scheduler.pid:
+                os.kill(successor, signal.SIGTERM)  # not our child: the first old process started it
+                _wait_gone(successor, 30)
+            cluster.stop()
+            os.chdir(saved_cwd)
+            if saved_path is None:
+                os.environ.pop("PYTHONPATH", None)
+            else:
+                os.environ["PYTHONPATH"] = saved_path
+
+
+def _mkdir(path: Path) -> Path:
+    path.mkdir()
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -236,7 +365,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--concurrency", type=int, default=6, help="closed-loop requests outstanding (6)")
     parser.add_argument("--time-scale", type=float, default=3.0, help="sim agents' time scale (3.0)")
-    parser.add_argument("--only", choices=("restart", "handover", "add-board"), help="run one scenario")
+    parser.add_argument(
+        "--only", choices=("restart", "handover", "add-board", "upgrade"), help="run one scenario"
+    )
     parser.add_argument("--out", type=Path, default=Path("build/operations"), help="samples and JSON")
     args = parser.parse_args(argv)
     print(
@@ -253,6 +384,8 @@ def main(argv: list[str] | None = None) -> int:
         scheduler_handover(args, args.out)
     if args.only in (None, "add-board"):
         add_board(args, args.out)
+    if args.only in (None, "upgrade"):
+        upgrade(args, args.out)
     return 0
 
 

@@ -8,9 +8,14 @@ original value the first time a setting is touched and restores it in ``restore(
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
+from typing import TypeVar
 
 import grpc
 
+from npudure.client.handover_retry import BUDGET_S, retrying
+from npudure.proto import contract
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
@@ -18,6 +23,7 @@ from npudure.security import access as security
 log = logging.getLogger(__name__)
 
 ADMIN_TIMEOUT_S = 5.0
+R = TypeVar("R")
 
 
 class BenchError(Exception):
@@ -34,6 +40,11 @@ def state_name(state: int) -> str:
 def explain(address: str, what: str, exc: grpc.RpcError) -> BenchError:
     code = exc.code() if hasattr(exc, "code") else None
     details = exc.details() if hasattr(exc, "details") else str(exc)
+    if code == grpc.StatusCode.UNAVAILABLE and contract.HANDING_OVER in (details or ""):
+        return BenchError(
+            f"the scheduler at {address} was still handing over to a new process when {what} gave up "
+            "retrying; run the benchmark again once `npudure admin status` answers"
+        )
     if code == grpc.StatusCode.UNAVAILABLE:
         return BenchError(
             f"cannot reach the scheduler at {address} ({what}): {details}. Is it running, and is "
@@ -50,11 +61,23 @@ def explain(address: str, what: str, exc: grpc.RpcError) -> BenchError:
 class ClusterAdmin:
     """Synchronous Cluster stub on the scheduler plus Node stubs straight to each board (telemetry)."""
 
-    def __init__(self, address: str) -> None:
+    def __init__(
+        self,
+        address: str,
+        retry_budget_s: float = BUDGET_S,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.address = address
         self._channel = security.channel(address)
         self.cluster = rpc.ClusterStub(self._channel)
         self._nodes: dict[str, tuple[grpc.Channel, rpc.NodeStub]] = {}
+        self._retry_budget_s, self._sleep, self._clock = retry_budget_s, sleep, clock
+
+    def _changing(self, call: Callable[[], R]) -> R:
+        # A scheduler handing over (or restarting) refuses state changes with UNAVAILABLE for a few
+        # seconds; a change asked of it is repeated, bounded, like `npudure admin drain`.
+        return retrying(call, budget_s=self._retry_budget_s, clock=self._clock, sleep=self._sleep)
 
     def close(self) -> None:
         for channel, _ in self._nodes.values():
@@ -70,20 +93,28 @@ class ClusterAdmin:
 
     def set_active(self, names: list[str]) -> pb.ClusterStatus:
         try:
-            return self.cluster.SetActiveNodes(pb.SetActiveNodesRequest(nodes=names), timeout=ADMIN_TIMEOUT_S)
+            return self._changing(
+                lambda: self.cluster.SetActiveNodes(
+                    pb.SetActiveNodesRequest(nodes=names), timeout=ADMIN_TIMEOUT_S
+                )
+            )
         except grpc.RpcError as exc:
             raise explain(self.address, f"SetActiveNodes({', '.join(names)})", exc) from None
 
     def set_policy(self, policy: str) -> pb.ClusterStatus:
         try:
-            return self.cluster.SetPolicy(pb.SetPolicyRequest(policy=policy), timeout=ADMIN_TIMEOUT_S)
+            return self._changing(
+                lambda: self.cluster.SetPolicy(pb.SetPolicyRequest(policy=policy), timeout=ADMIN_TIMEOUT_S)
+            )
         except grpc.RpcError as exc:
             raise explain(self.address, f"SetPolicy({policy})", exc) from None
 
     def set_cap(self, node: str, mhz: int) -> pb.NodeStatus:
         try:
-            return self.cluster.SetNodeCpuCap(
-                pb.SetNodeCpuCapRequest(node=node, mhz=mhz), timeout=ADMIN_TIMEOUT_S
+            return self._changing(
+                lambda: self.cluster.SetNodeCpuCap(
+                    pb.SetNodeCpuCapRequest(node=node, mhz=mhz), timeout=ADMIN_TIMEOUT_S
+                )
             )
         except grpc.RpcError as exc:
             raise explain(self.address, f"SetNodeCpuCap({node}, {mhz} MHz)", exc) from None

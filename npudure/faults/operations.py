@@ -91,6 +91,11 @@ class OperationResult:
     # status poll (~100 ms apart) in which the scheduler had served a request on it; negative when it
     # served before the play ended; None when it never did in the window or none was watched.
     board_served_s: float | None = None
+    # During the action, from the scheduler's status polls: the most boards out of rotation at once (any
+    # state but UP or HOT: drained, down, restarting) and every board seen out. A roll one board at a
+    # time shows 1 and the boards it restarted; None when no poll answered in the action.
+    most_boards_out: int | None = None
+    boards_out: list[str] = field(default_factory=list)
     passed: bool = False
     why: list[str] = field(default_factory=list)
 
@@ -124,6 +129,23 @@ def first_served_s(polls: Sequence[Poll], board: str, after_s: float) -> float |
         if poll.t_s >= after_s and poll.served.get(board, 0) > 0:
             return poll.t_s
     return None
+
+
+IN_ROTATION = ("UP", "HOT")
+
+
+def boards_out(polls: Sequence[Poll], start_s: float, end_s: float) -> tuple[int | None, list[str]]:
+    """(the most boards out of rotation in one poll, every board out in some poll) for the polls in
+    [start_s, end_s] the scheduler answered; (None, []) when it answered none."""
+    most: int | None = None
+    seen: set[str] = set()
+    for poll in polls:
+        if poll.states is None or not start_s <= poll.t_s <= end_s:
+            continue
+        out = {board for board, state in poll.states.items() if state not in IN_ROTATION}
+        most = max(most or 0, len(out))
+        seen |= out
+    return most, sorted(seen)
 
 
 def _rate(samples: Samples, start: float, end: float) -> float | None:
@@ -228,6 +250,7 @@ def run_operation(
         if watch_board is not None:
             served_at = first_served_s(polls, watch_board, start_s)
             r.board_served_s = None if served_at is None else served_at - end_s
+        r.most_boards_out, r.boards_out = boards_out(polls, start_s, end_s)
         out.append(r)
         write_json(
             out_dir / f"{scenario}-{mode}.json",
@@ -246,7 +269,7 @@ def run_operation(
 
 
 COLUMNS = ("scenario", "mode", "requests", "failed", "longest gap s", "of it stalled s", "action s",
-           "req/s before", "req/s during", "during/before", "verdict")  # fmt: skip
+           "req/s before", "req/s during", "during/before", "boards out at once", "verdict")  # fmt: skip
 
 
 def table(results: Sequence[OperationResult]) -> str:
@@ -265,6 +288,7 @@ def table(results: Sequence[OperationResult]) -> str:
             fmt(r.throughput_before, 1),
             fmt(r.throughput_during, 1),
             "-" if r.throughput_ratio is None else f"{r.throughput_ratio:.0%}",
+            "-" if r.most_boards_out is None else str(r.most_boards_out),
             "PASS" if r.passed else "FAIL",
         ]
         for r in results

@@ -287,49 +287,6 @@ def _main_pids(fleet) -> dict[str, str]:
     }
 
 
-@pytest.mark.timeout(1500)
-def test_rolling_change_under_load_costs_no_request(fleet, tmp_path: Path) -> None:
-    from npudure.bench.payloads import make_frame_set
-    from npudure.faults import fleet as fleetmod
-    from npudure.faults.operations import MAX_GAP_S, run_operation, table
-
-    before = fleetmod.read_agent_config(fleet.lab, fleet.boards[0])["postprocess"]["score_threshold"]
-    threshold = 0.3 if before != 0.3 else 0.25  # a change on a reused lab too
-    # One board at a time (the role's default; the lab's converging runs go all at once).
-    overrides = {
-        **fleetmod.DEFAULT_OVERRIDES,
-        "npudure_agent_score_threshold": threshold,
-        "npudure_serial": 1,
-    }
-    pids = _main_pids(fleet)
-    log = tmp_path / "site.log"
-    results = run_operation(
-        fleet.scheduler,
-        "rolling-change",
-        lambda: fleetmod.provision(fleet.lab.inventory_path, overrides, log_file=log),
-        make_frame_set("raw", 4, 0),
-        3,
-        tmp_path,
-        budget_s=1200,
-    )
-    print(table(results))
-    # The roll happened: every agent runs the new setting in a new process.
-    for board in fleet.boards:
-        assert fleetmod.read_agent_config(fleet.lab, board)["postprocess"]["score_threshold"] == threshold
-    after = _main_pids(fleet)
-    assert all(after[b] != pids[b] for b in fleet.boards), (pids, after)
-    assert {r.mode for r in results} == {"scheduler", "proxyless"}
-    for r in results:
-        assert r.requests > 100, r
-        assert r.failed == 0, (r.mode, r.error_codes)
-        assert r.longest_gap_s is not None and r.longest_gap_s - r.gap_stalled_s < MAX_GAP_S, (
-            r.mode,
-            r.longest_gap_s,
-            r.gap_at_s,
-        )
-        assert r.passed, (r.mode, r.why)
-
-
 def _sched_pid(fleet) -> str:
     cmd = ["systemctl", "show", "-p", "MainPID", "--value", "npudure-scheduler"]
     return fleet.lab.exec("sched", cmd, timeout=10).stdout.strip()
@@ -571,3 +528,165 @@ def test_a_board_leaves_its_token_is_rotated_and_it_joins_again(fleet, tmp_path:
         f"an added board serves within {max(served):.1f} s of its play's end "
         f"({board}; 0.1 s status polls; negative: it served before the play ended)"
     )
+
+
+def _bumped_source(dest: Path) -> tuple[Path, str]:
+    """A copy of the package sources whose ``npudure.__version__`` is a new local version (the
+    tree the tests run from stays as it is); returns (copy, new version)."""
+    from npudure import __version__
+    from npudure.faults import fleet as fleetmod
+
+    assert "+" not in __version__, f"{__version__} already has a local part"
+    new = f"{__version__}+upgrade.1"
+    dest.mkdir()
+    init = fleetmod.frozen_source(dest) / "npudure" / "__init__.py"
+    text = init.read_text()
+    assert f'__version__ = "{__version__}"' in text
+    init.write_text(text.replace(f'__version__ = "{__version__}"', f'__version__ = "{new}"'))
+    return dest, new
+
+
+def _wheelhouse_cache(dest: Path) -> Path:
+    """A copy of the controller's wheelhouse cache (the role's default folder) for the new version's
+    wheel to be built into, so the tree's own cache keeps the tree's wheel: the downloads are hard
+    links (the build only adds and unlinks wheels), the files it rewrites are copies."""
+    import os
+    import shutil
+
+    from npudure.faults import fleet as fleetmod
+
+    def link(src: str, dst: str) -> None:
+        if src.endswith(".whl"):
+            try:
+                os.link(src, dst)
+                return
+            except OSError:
+                pass
+        shutil.copy2(src, dst)
+
+    cache = fleetmod.ROOT / ".cache" / "wheelhouse"
+    if cache.is_dir():
+        shutil.copytree(cache, dest, copy_function=link, ignore=shutil.ignore_patterns(".lock"))
+    else:
+        dest.mkdir()
+    return dest
+
+
+def _prebuild_wheel(source: Path, cache: Path) -> None:
+    """Build the new version's npudure wheel into the copied cache with the role's own script (the
+    steps it takes for changed sources), so site.yml finds it built. In the lab the controller is the
+    boards' own 2-core host: a build in the measured window starves the boards (a 0.58 s gap in both
+    modes at once, 30 s into the play, measured 2026-12-02); a real controller is another machine."""
+    import importlib.util
+    import json
+    import shutil
+    import sys
+
+    from npudure.faults import fleet as fleetmod
+
+    script = fleetmod.ROOT / "roles" / "npudure_wheelhouse" / "files" / "build_wheelhouse.py"
+    spec = importlib.util.spec_from_file_location("build_wheelhouse", script)
+    assert spec is not None and spec.loader is not None
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    # Every wheelhouse in the cache (one per dependency key: targets, extras; the role picks one).
+    folders = sorted(f for f in cache.iterdir() if (f / "state.json").is_file() and (f / "wheels").is_dir())
+    assert folders, f"no wheelhouse in the controller's cache {cache} (the lab was provisioned before)"
+    digest, built = build.source_digest(source), None
+    for folder in folders:
+        wheels = folder / "wheels"
+        if built is None:
+            built = wheels / build.build_npudure_wheel(sys.executable, source, wheels)
+        else:
+            for old in wheels.glob("npudure-*.whl"):
+                old.unlink()
+            shutil.copy2(built, wheels / built.name)
+        state = json.loads((folder / "state.json").read_text())
+        state["source"] = digest
+        (folder / "state.json").write_text(json.dumps(state))
+        build.write_manifest(wheels)
+
+
+def _versions(fleet) -> dict[str, str]:
+    """What each running process reports: every agent's GetStatus (straight to the board) and the
+    scheduler's GetClusterStatus."""
+    from npudure.proto import inference_pb2 as pb
+    from npudure.proto import inference_pb2_grpc as rpc
+    from npudure.security import access as security
+
+    found = {"sched": fleet.status().scheduler_version}
+    for board in fleet.boards:
+        with security.channel(fleet.board_address(board)) as channel:
+            status = rpc.NodeStub(channel).GetStatus(pb.NodeStatusRequest(), timeout=10)
+        found[board] = status.agent_version
+    return found
+
+
+# Last in the module: the fleet then runs a wheel the tree does not build, and a later playbook run with
+# the tree's sources (the token rotation's) would reinstall the tree's wheel and restart the scheduler.
+# One roll for both changes (a setting and a new version: each agent restarts once for the two), as an
+# operator would ship them; a second roll of its own would add ~430 s to CI for the same restarts.
+@pytest.mark.timeout(1500)
+def test_rolling_change_and_upgrade_under_load_cost_no_request(fleet, tmp_path: Path) -> None:
+    """site.yml rolls a changed agent setting and a new npudure wheel version (built from a copy of
+    the sources with a bumped version) to the lab, one board at a time, under load in both modes: 0
+    failed, no stretch of MAX_GAP_S without a reply, every agent and the scheduler a new process
+    running the new version, never more than one board out of rotation at once."""
+    from npudure.bench.payloads import make_frame_set
+    from npudure.faults import fleet as fleetmod
+    from npudure.faults.operations import MAX_GAP_S, run_operation, table
+
+    inventory = fleet.lab.inventory_path
+    assert inventory is not None
+    before = fleetmod.read_agent_config(fleet.lab, fleet.boards[0])["postprocess"]["score_threshold"]
+    threshold = 0.3 if before != 0.3 else 0.25  # a change on a reused lab too
+    source, version = _bumped_source(tmp_path / "src")
+    old_versions = _versions(fleet)
+    assert version not in old_versions.values(), old_versions
+    # One board at a time (the role's default; the lab's converging runs go all at once).
+    cache = _wheelhouse_cache(tmp_path / "wheelhouse")
+    _prebuild_wheel(source, cache)
+    extra = {
+        **fleetmod.DEFAULT_OVERRIDES,
+        "npudure_agent_score_threshold": threshold,
+        "npudure_serial": 1,
+        "npudure_wheelhouse_project_dir": str(source),
+        "npudure_wheelhouse_cache_dir": str(cache),
+    }
+    pids, sched_pid = _main_pids(fleet), _sched_pid(fleet)
+    results = run_operation(
+        fleet.scheduler,
+        "rolling-change+upgrade",
+        lambda: _playbook(inventory, "site.yml", extra, tmp_path / "site.log"),
+        make_frame_set("raw", 4, 0),
+        3,
+        tmp_path,
+        budget_s=1200,
+    )
+    print(table(results))
+    print(f"upgrade: {old_versions} -> {version}")
+    # The roll happened: every agent runs the new setting and the new version in a new process.
+    for board in fleet.boards:
+        assert fleetmod.read_agent_config(fleet.lab, board)["postprocess"]["score_threshold"] == threshold
+        installed = fleet.lab.exec(board, ["/opt/npudure/venv/bin/npudure", "--version"], timeout=60)
+        assert installed.stdout.split() == ["npudure", version], (board, installed.stdout, installed.stderr)
+    after = _main_pids(fleet)
+    assert all(after[b] != pids[b] for b in fleet.boards), (pids, after)
+    assert _sched_pid(fleet) != sched_pid, "the scheduler still runs the old process"
+    running = _versions(fleet)
+    assert running == dict.fromkeys(running, version), running
+    assert {r.mode for r in results} == {"scheduler", "proxyless"}
+    for r in results:
+        assert r.requests > 100, r
+        assert r.failed == 0, (r.mode, r.error_codes)
+        assert r.longest_gap_s is not None and r.longest_gap_s - r.gap_stalled_s < MAX_GAP_S, (
+            r.mode,
+            r.longest_gap_s,
+            r.gap_at_s,
+        )
+        assert r.passed, (r.mode, r.why)
+        # One board at a time, and each of them went out (drained) and came back.
+        assert r.most_boards_out == 1 and r.boards_out == sorted(fleet.boards), (
+            r.most_boards_out,
+            r.boards_out,
+        )

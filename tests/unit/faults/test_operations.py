@@ -90,3 +90,22 @@ def test_an_added_board_serves_at_the_first_poll_that_counts_a_request_on_it() -
     assert first_served_s(polls, "board3", 1.8) is None  # nothing polled after
     assert first_served_s(polls, "board9", 0.0) is None  # never in the set
     assert first_served_s(polls, "board1", 1.0) == 1.5  # a board serving before: from after_s on
+
+
+def test_a_roll_counts_the_most_boards_out_at_once_in_the_action_only() -> None:
+    from npudure.faults.background import Poll
+    from npudure.faults.operations import boards_out
+
+    up = {"board1": "UP", "board2": "UP", "board3": "HOT"}
+    polls = [
+        Poll(0.5, {**up, "board1": "DOWN", "board2": "DOWN"}, {}),  # before the action: not counted
+        Poll(1.0, up, {}),
+        Poll(1.5, {**up, "board1": "DRAINING"}, {}),
+        Poll(1.6, None, {}, "UNAVAILABLE"),  # the scheduler handing over: no answer
+        Poll(2.0, {**up, "board2": "DOWN"}, {}),
+        Poll(2.5, {**up, "board3": "DRAINING"}, {}),
+    ]
+    assert boards_out(polls, 1.0, 2.5) == (1, ["board1", "board2", "board3"])
+    assert boards_out(polls, 0.0, 1.2) == (2, ["board1", "board2"])
+    assert boards_out(polls, 1.0, 1.2) == (0, [])  # HOT still serves
+    assert boards_out(polls, 1.55, 1.65) == (None, [])
