@@ -28,12 +28,14 @@ _Job = tuple[
 
 
 class NpuThread:
-    """Runs callables one at a time, in order, on its own (non-daemon) thread."""
+    """Runs callables one at a time, in order, on its own daemon thread: started with the pool, it
+    must not keep a process alive that fails before serving (a port in use) or whose NPU call hangs;
+    ``WorkerPool.close`` stops and joins it on a normal stop."""
 
     def __init__(self, name: str, initializer: Callable[[], object] | None = None) -> None:
         self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._initializer = initializer
-        self._thread = threading.Thread(target=self._serve, name=name)
+        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
         self._thread.start()
 
     def submit(self, fn: Callable[[], Any], on_return: Callable[[], None]) -> asyncio.Future[Any]:

@@ -74,3 +74,14 @@ async def test_a_failing_initializer_does_not_stop_the_thread_serving() -> None:
         assert await asyncio.wait_for(thread.submit(lambda: 42, lambda: None), 5) == 42
     finally:
         thread.stop(wait=True)
+
+
+def test_a_process_that_never_stops_its_threads_still_exits() -> None:
+    """An agent that fails before serving (its port in use) never reaches ``WorkerPool.close``: the
+    threads started with the pool must not keep it alive."""
+    import subprocess
+    import sys
+
+    code = "from npudure.agent.npu_thread import NpuThread\nt = NpuThread('npu0')\nt.call(lambda: None)\n"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=10)
+    assert proc.returncode == 0, proc.stderr
