@@ -146,6 +146,14 @@ def _wait_gone(pid: int, timeout_s: float) -> None:
         time.sleep(0.02)
 
 
+def _stop_successor(pid_file: Path, cluster: LocalCluster) -> None:
+    """The scheduler serving at the end is not our child when a handover started it: end it by pid."""
+    successor = handover.read_pid(pid_file)
+    if successor and cluster.scheduler is not None and successor != cluster.scheduler.pid:
+        os.kill(successor, signal.SIGTERM)  # not our child: the first old process started it
+        _wait_gone(successor, 30)
+
+
 def hand_over(config: Path, pid_file: Path, steps: list[tuple[float, str]]) -> None:
     """``npudure scheduler --handover`` (the role's handler), then wait for the old process to exit."""
     old = handover.read_pid(pid_file)
@@ -193,10 +201,7 @@ def scheduler_handover(args: argparse.Namespace, out: Path) -> None:
                 title = f"handover {i + 1}"
                 print_timeline(title, "the command", results[0], steps, cluster, log_start, wall0)
         finally:
-            successor = handover.read_pid(pid_file)
-            if successor and cluster.scheduler is not None and successor != cluster.scheduler.pid:
-                os.kill(successor, signal.SIGTERM)  # not our child: the first old process started it
-                _wait_gone(successor, 30)
+            _stop_successor(pid_file, cluster)
             cluster.stop()
 
 
@@ -339,10 +344,7 @@ def upgrade(args: argparse.Namespace, out: Path) -> None:
                 print(f"  {when - t0:+7.3f}  {what}")
             print()
         finally:
-            successor = handover.read_pid(pid_file)
-            if successor and cluster.scheduler is not None and successor != cluster.scheduler.pid:
-                os.kill(successor, signal.SIGTERM)  # not our child: the first old process started it
-                _wait_gone(successor, 30)
+            _stop_successor(pid_file, cluster)
             cluster.stop()
             os.chdir(saved_cwd)
             if saved_path is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import grpc
 import pytest
+from helpers.fake_clock import FakeClock
 
 from npudure.bench.cluster import BenchError, ClusterAdmin, ClusterGuard
 from npudure.proto import contract
@@ -19,19 +20,6 @@ class _Refusal(grpc.RpcError):
 
     def details(self) -> str:
         return self._details
-
-
-class _Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.pauses: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.pauses.append(seconds)
-        self.now += seconds
 
 
 class _HandingOver:
@@ -73,14 +61,14 @@ class _HandingOver:
         return self._status()
 
 
-def _admin(stub: _HandingOver, clock: _Clock) -> ClusterAdmin:
+def _admin(stub: _HandingOver, clock: FakeClock) -> ClusterAdmin:
     admin = ClusterAdmin("127.0.0.1:1", retry_budget_s=5.0, sleep=clock.sleep, clock=clock)
     admin.cluster = stub  # type: ignore[assignment]
     return admin
 
 
 def test_set_active_and_policy_are_asked_again_until_the_successor_takes_them() -> None:
-    clock, stub = _Clock(), _HandingOver(refusals=2)
+    clock, stub = FakeClock(), _HandingOver(refusals=2)
     admin = _admin(stub, clock)
     try:
         assert [b.name for b in admin.set_active(["b1"]).boards if b.state == pb.BOARD_STATE_UP] == ["b1"]
@@ -92,7 +80,7 @@ def test_set_active_and_policy_are_asked_again_until_the_successor_takes_them() 
 
 
 def test_the_guard_restores_through_a_handover() -> None:
-    clock, stub = _Clock(), _HandingOver(refusals=0)
+    clock, stub = FakeClock(), _HandingOver(refusals=0)
     admin = _admin(stub, clock)
     try:
         guard = ClusterGuard(admin)
@@ -107,7 +95,7 @@ def test_the_guard_restores_through_a_handover() -> None:
 
 
 def test_a_handover_that_never_ends_is_a_clear_bounded_error() -> None:
-    clock, stub = _Clock(), _HandingOver(refusals=float("inf"))
+    clock, stub = FakeClock(), _HandingOver(refusals=float("inf"))
     admin = _admin(stub, clock)
     try:
         with pytest.raises(BenchError, match="still handing over to a new process") as caught:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import grpc
 import pytest
+from helpers.fake_clock import FakeClock
 
 from npudure.client.handover_retry import retrying
 from npudure.proto import contract
@@ -20,19 +21,6 @@ class _Error(grpc.RpcError):
         return self._details
 
 
-class _Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.pauses: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.pauses.append(seconds)
-        self.now += seconds
-
-
 def _calls(*outcomes):
     made = []
 
@@ -47,7 +35,7 @@ def _calls(*outcomes):
 
 
 def test_a_scheduler_handing_over_is_asked_again_with_a_doubling_pause() -> None:
-    clock = _Clock()
+    clock = FakeClock()
     busy = _Error(grpc.StatusCode.UNAVAILABLE, f"DrainNode: {contract.HANDING_OVER}")
     call, made = _calls(busy, busy, busy, "done")
     assert retrying(call, clock=clock, sleep=clock.sleep) == "done"
@@ -55,7 +43,7 @@ def test_a_scheduler_handing_over_is_asked_again_with_a_doubling_pause() -> None
 
 
 def test_other_errors_are_not_retried() -> None:
-    clock = _Clock()
+    clock = FakeClock()
     call, made = _calls(_Error(grpc.StatusCode.PERMISSION_DENIED), "done")
     with pytest.raises(grpc.RpcError) as caught:
         retrying(call, clock=clock, sleep=clock.sleep)
@@ -63,7 +51,7 @@ def test_other_errors_are_not_retried() -> None:
 
 
 def test_the_retry_is_bounded_and_ends_with_the_last_error() -> None:
-    clock = _Clock()
+    clock = FakeClock()
     busy = _Error(grpc.StatusCode.UNAVAILABLE, contract.HANDING_OVER)
     call, made = _calls(*[busy] * 100)
     with pytest.raises(grpc.RpcError):
