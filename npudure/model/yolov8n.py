@@ -259,6 +259,40 @@ def anchors(size: int = INPUT_SIZE) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(points, 1).astype(np.float32), np.concatenate(strides).astype(np.float32)
 
 
+@dataclass(frozen=True)
+class BoxNodes:
+    """Node names of :func:`dist2bbox`'s steps, after the layout's prefix."""
+
+    x1y1: str
+    x2y2: str
+    corner_sum: str
+    centre: str
+    wh: str
+    xywh: str
+
+
+SPLIT_BOX_NODES = BoxNodes("x1y1", "x2y2", "c_sum", "centre", "wh", "xywh")
+# ultralytics' own ONNX export names these steps after their ops.
+STANDARD_BOX_NODES = BoxNodes("Sub", "Add", "Add_1", "Div", "Sub_1", "Concat_xywh")
+
+
+def dist2bbox(e: Emitter, p: str, lt: str, rb: str, names: BoxNodes, out: str) -> tuple[str, int]:
+    """ultralytics' dist2bbox: anchor-to-side distances → ``out``, (cx, cy, w, h) in pixels; and the
+    anchor count."""
+    points, strides = anchors(e.size)
+    pts = e.const(f"{p}anchors", points[None])
+    x1y1 = e.node("Sub", [pts, lt], f"{p}{names.x1y1}")[0]
+    x2y2 = e.node("Add", [pts, rb], f"{p}{names.x2y2}")[0]
+    half = e.const(f"{p}half", np.array(0.5, dtype=np.float32))
+    centre = e.node(
+        "Mul", [e.node("Add", [x1y1, x2y2], f"{p}{names.corner_sum}")[0], half], f"{p}{names.centre}"
+    )[0]
+    wh = e.node("Sub", [x2y2, x1y1], f"{p}{names.wh}")[0]
+    xywh = e.node("Concat", [centre, wh], f"{p}{names.xywh}", axis=1)[0]
+    boxes = e.node("Mul", [xywh, e.const(f"{p}strides", strides[None, None])], out)[0]
+    return boxes, int(points.shape[1])
+
+
 def emit_split_outputs(e: Emitter, heads: list[tuple[str, str]], nc: int | None = None) -> None:
     """DFL decode inside the graph → boxes [1,4,A] (cx, cy, w, h pixels) and scores [1,nc,A]."""
     nc = nc or e.nc
@@ -284,18 +318,9 @@ def emit_split_outputs(e: Emitter, heads: list[tuple[str, str]], nc: int | None 
         return e.node("Slice", [dist, *args, e.const(f"{p}{tag}_axis", np.array([1]))], f"{p}{tag}")[0]
 
     lt, rb = sl(0, 2, "lt"), sl(2, 4, "rb")
-    points, strides = anchors(e.size)
-    pts = e.const(f"{p}anchors", points[None])
-    x1y1 = e.node("Sub", [pts, lt], f"{p}x1y1")[0]
-    x2y2 = e.node("Add", [pts, rb], f"{p}x2y2")[0]
-    half = e.const(f"{p}half", np.array(0.5, dtype=np.float32))
-    centre = e.node("Mul", [e.node("Add", [x1y1, x2y2], f"{p}c_sum")[0], half], f"{p}centre")[0]
-    wh = e.node("Sub", [x2y2, x1y1], f"{p}wh")[0]
-    xywh = e.node("Concat", [centre, wh], f"{p}xywh", axis=1)[0]
-    e.node("Mul", [xywh, e.const(f"{p}strides", strides[None, None])], "boxes")
+    _, total = dist2bbox(e, p, lt, rb, SPLIT_BOX_NODES, "boxes")
     logits = e.node("Concat", flat_k, f"{p}cls_cat", axis=2)[0]
     e.node("Sigmoid", [logits], "scores")
-    total = int(points.shape[1])
     e.output("boxes", [1, 4, total])
     e.output("scores", [1, nc, total])
 
@@ -342,18 +367,10 @@ def emit_standard_outputs(e: Emitter, heads: list[tuple[str, str]]) -> None:
     lt, rb = e.node(
         "Split", [dist, e.const(f"{p}ltrb_sizes", np.array([2, 2]))], f"{p}Split_1", n_out=2, axis=1
     )
-    points, strides = anchors(e.size)
-    pts = e.const(f"{p}anchors", points[None])
-    x1y1 = e.node("Sub", [pts, lt], f"{p}Sub")[0]
-    x2y2 = e.node("Add", [pts, rb], f"{p}Add")[0]
-    half = e.const(f"{p}half", np.array(0.5, dtype=np.float32))
-    centre = e.node("Mul", [e.node("Add", [x1y1, x2y2], f"{p}Add_1")[0], half], f"{p}Div")[0]
-    wh = e.node("Sub", [x2y2, x1y1], f"{p}Sub_1")[0]
-    xywh = e.node("Concat", [centre, wh], f"{p}Concat_xywh", axis=1)[0]
-    dbox = e.node("Mul", [xywh, e.const(f"{p}strides", strides[None, None])], f"{p}Mul")[0]
+    dbox, total = dist2bbox(e, p, lt, rb, STANDARD_BOX_NODES, f"{p}Mul")
     prob = e.node("Sigmoid", [cls], f"{p}Sigmoid")[0]
     e.node("Concat", [dbox, prob], STANDARD_OUTPUT, axis=1)
-    e.output(STANDARD_OUTPUT, [1, 4 + nc, int(points.shape[1])])
+    e.output(STANDARD_OUTPUT, [1, 4 + nc, total])
 
 
 OUTPUT_LAYOUTS: dict[str, Callable[[Emitter, list[tuple[str, str]]], None]] = {
