@@ -99,6 +99,18 @@ class Board:
                 why,
             )
 
+    def record_check_while_down(self, serving: bool, threshold: int) -> bool:
+        """Count a DOWN board's health check; True when ``threshold`` good ones in a row bring it back UP."""
+        self.good_checks = self.good_checks + 1 if serving else 0
+        if self.good_checks < threshold:
+            return False
+        self.down = False
+        self.consecutive_failures = 0
+        log.warning(
+            "board %s (%s) is back UP after %d good health checks", self.name, self.address, self.good_checks
+        )
+        return True
+
     def to_proto(self) -> pb.BoardStatus:
         return pb.BoardStatus(
             name=self.name,
@@ -228,16 +240,7 @@ class BoardMonitor:
         while True:
             health = await self.check_once()
             if board.down:
-                board.good_checks = board.good_checks + 1 if health == "serving" else 0
-                if board.good_checks >= config.recovery_checks:
-                    board.down = False
-                    board.consecutive_failures = 0
-                    log.warning(
-                        "board %s (%s) is back UP after %d good health checks",
-                        board.name,
-                        board.address,
-                        board.good_checks,
-                    )
+                if board.record_check_while_down(health == "serving", config.recovery_checks):
                     self._on_change()
             elif health == "not_serving":
                 # The board itself says it is not serving (e.g. a hung NPU worker): take it out now.
