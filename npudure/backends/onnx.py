@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -33,23 +34,21 @@ def to_model_input(image: np.ndarray) -> np.ndarray:
     return nchw  # (numpy types a ufunc with dtype= as Any)
 
 
+@dataclass(frozen=True)
 class _OnnxContext(Context):
-    def __init__(
-        self, session: object, input_name: str, layout: Layout, pp: PostprocessConfig, input_size: int
-    ) -> None:
-        self._session = session
-        self._input = input_name
-        self._layout = layout
-        self._pp = pp
-        self._size = input_size
+    session: object  # an onnxruntime.InferenceSession (onnxruntime is imported only when used)
+    input_name: str
+    layout: Layout
+    pp: PostprocessConfig
+    input_size: int
 
     def run(self, image: np.ndarray) -> ContextResult:
         c0, t0 = time.thread_time_ns(), time.perf_counter()
         x = to_model_input(image)
         c1, t1 = time.thread_time_ns(), time.perf_counter()
-        outputs = self._session.run(None, {self._input: x})  # type: ignore[attr-defined]
+        outputs = self.session.run(None, {self.input_name: x})  # type: ignore[attr-defined]
         c2, t2 = time.thread_time_ns(), time.perf_counter()
-        detections = postprocess_with(outputs, self._pp, self._layout, self._size)
+        detections = postprocess_with(outputs, self.pp, self.layout, self.input_size)
         t3 = time.perf_counter()
         cpu = {"preprocess": c1 - c0, "postprocess": time.thread_time_ns() - c2}
         return ContextResult(detections, t1 - t0, t2 - t1, t3 - t2, cpu_ns=cpu)
