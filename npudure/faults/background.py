@@ -26,37 +26,28 @@ POLL_INTERVAL_S = 0.1
 POLL_TIMEOUT_S = 1.0
 
 
+@dataclass(eq=False)  # eq=False: compared and hashed by identity, as a thread's owner should be
 class BackgroundLoad:
     """``npudure.bench.load.closed_loop`` on its own thread and event loop, for a fixed span."""
 
-    def __init__(
-        self,
-        address: str,
-        requests: Sequence[bytes],
-        concurrency: int,
-        warmup_s: float,
-        duration_s: float,
-        t0: float,
-        connections: int = 2,
-        timeout_s: float = REQUEST_TIMEOUT_S,
-        mode: str = "scheduler",
-        stop: threading.Event | None = None,
-    ) -> None:
-        self.address = address
-        # Set to end the window before ``duration_s`` (an operator scenario ends with its playbook).
-        self.stop = stop
-        # "scheduler": every request through the scheduler; "proxyless": straight to the boards on the
-        # scheduler's route (npudure.client.proxyless), the scheduler only answering GetRoute.
-        self.mode = mode
-        self.requests = requests
-        self.concurrency = concurrency
-        self.warmup_s = warmup_s
-        self.duration_s = duration_s
-        self.t0 = t0
-        self.connections = connections
-        self.timeout_s = timeout_s
-        self.result: LoadResult | None = None
-        self.error: BaseException | None = None
+    address: str
+    requests: Sequence[bytes]
+    concurrency: int
+    warmup_s: float
+    duration_s: float
+    t0: float
+    connections: int = 2
+    timeout_s: float = REQUEST_TIMEOUT_S
+    # "scheduler": every request through the scheduler; "proxyless": straight to the boards on the
+    # scheduler's route (npudure.client.proxyless), the scheduler only answering GetRoute.
+    mode: str = "scheduler"
+    # Set to end the window before ``duration_s`` (an operator scenario ends with its playbook).
+    stop: threading.Event | None = None
+    result: LoadResult | None = field(default=None, init=False)
+    error: BaseException | None = field(default=None, init=False)
+    _thread: threading.Thread = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
         self._thread = threading.Thread(target=self._run, name="faults-load", daemon=True)
 
     @property
