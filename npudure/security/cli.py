@@ -1,4 +1,4 @@
-"""``npudure pki init-ca|csr|sign|check``: a small CA for the optional mutual TLS.
+"""``npudure pki init-ca|csr|sign|check|rotate-ca``: a small CA for the optional mutual TLS.
 
 The CA key stays on the controller; every host makes its own key and CSR (``csr``), the controller
 signs it (``sign``) and returns only the certificate. ``check`` decides whether a certificate must be
@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from npudure.security import pki
+from npudure.security import ca_rotation, pki
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -101,7 +101,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     check.add_argument(
         "--san", action="extend", nargs="+", default=[], metavar="IP_OR_DNS", help="SANs it must have"
     )
+    check.add_argument(
+        "--issuer",
+        choices=("any", "first"),
+        default="any",
+        help="with a CA bundle: accept a certificate signed by any of its CAs (default), or only by the "
+        "first, the one that issues now (a CA rotation's switch re-issues the others)",
+    )
     check.add_argument("--json", action="store_true", help="print a machine-readable JSON object")
+
+    rotate = sub.add_parser(
+        "rotate-ca",
+        help="on the controller: a CA rotation's phase (start, switch, finish); re-runnable",
+        description="start: make a new CA in DIR/next and DIR/trust.crt = old + new (the old one issues). "
+        "switch: the new CA issues, both trusted. finish: the new CA becomes DIR/ca.*, trust.crt = new "
+        "alone, the old CA is kept in DIR/retired/. A phase out of order is refused; playbooks/rotate-ca.yml "
+        "runs each and rolls the fleet.",
+    )
+    rotate.add_argument("--dir", type=Path, required=True, help="the fleet CA directory (ca.key, ca.crt)")
+    rotate.add_argument("--phase", choices=ca_rotation.PHASES, required=True, help="the phase to run")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -153,7 +171,13 @@ def _sign(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     result = pki.check_certificate(
-        args.cert, ca=args.ca, key=args.key, min_days=args.min_days, cn=args.cn, sans=args.san
+        args.cert,
+        ca=args.ca,
+        key=args.key,
+        min_days=args.min_days,
+        cn=args.cn,
+        sans=args.san,
+        issuer=args.issuer,
     )
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
@@ -169,4 +193,10 @@ def _check(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
-_ACTIONS = {"init-ca": _init_ca, "csr": _csr, "sign": _sign, "check": _check}
+def _rotate_ca(args: argparse.Namespace) -> int:
+    step = ca_rotation.advance(args.dir, args.phase)
+    print(f"{'changed' if step.changed else 'unchanged'}: {args.phase}: {step.message}")
+    return 0
+
+
+_ACTIONS = {"init-ca": _init_ca, "csr": _csr, "sign": _sign, "check": _check, "rotate-ca": _rotate_ca}

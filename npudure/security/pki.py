@@ -42,6 +42,8 @@ DEFAULT_MIN_DAYS = 30
 CLOCK_SKEW = dt.timedelta(minutes=5)
 
 Usage = Literal["server-and-client", "client-only"]
+# Which CA of a bundle must have signed a checked certificate (check_certificate).
+Issuer = Literal["any", "first"]
 EcKey = ec.EllipticCurvePrivateKey
 # What can sign a certificate or a CSR (what load_private_key accepts; npudure makes EcKey ones).
 SigningKey = CertificateIssuerPrivateKeyTypes
@@ -132,6 +134,22 @@ def load_certificate(path: str | os.PathLike[str], what: str = "certificate") ->
         raise PkiError(
             f"{what} {path} is not a PEM certificate (expected a '-----BEGIN CERTIFICATE-----' block)"
         ) from None
+
+
+def load_certificates(path: str | os.PathLike[str], what: str = "CA bundle") -> list[x509.Certificate]:
+    """Every certificate of a PEM file, in order: a CA bundle (a rotation's window: the CA that issues
+    now first, the other trusted beside it), or a file of one."""
+    path = Path(path)
+    data = _read(path, what)
+    try:
+        certs = x509.load_pem_x509_certificates(data)
+    except ValueError:
+        certs = []
+    if not certs:
+        raise PkiError(
+            f"{what} {path} holds no PEM certificate (expected '-----BEGIN CERTIFICATE-----' blocks)"
+        )
+    return certs
 
 
 def load_csr(path: str | os.PathLike[str]) -> x509.CertificateSigningRequest:
@@ -511,10 +529,14 @@ def check_certificate(
     cn: str | None = None,
     sans: Sequence[str] = (),
     now: dt.datetime | None = None,
+    issuer: Issuer = "any",
 ) -> CheckResult:
     """Every reason the certificate should be (re-)issued; ``ok`` when there is none.
 
     ``days_left`` counts whole days; the certificate passes with at least ``min_days`` of them.
+    ``ca`` may be a bundle: ``issuer="any"`` accepts a certificate signed by any CA in it (what the
+    services trust during a CA rotation), ``"first"`` only one signed by its first CA (the one that
+    issues now: a rotation's switch re-issues every other certificate).
     """
     now = now or _now()
     result = CheckResult(ok=False)
@@ -540,7 +562,7 @@ def check_certificate(
         reasons.append(f"expires in {left.days} days (< {min_days}): rotate")
 
     if ca is not None:
-        _check_issuer(certificate, Path(ca), now, reasons)
+        _check_issuer(certificate, Path(ca), now, reasons, issuer)
     if key is not None:
         try:
             private = load_private_key(key)
@@ -565,22 +587,39 @@ def check_certificate(
     return result
 
 
-def _check_issuer(certificate: x509.Certificate, ca_path: Path, now: dt.datetime, reasons: list[str]) -> None:
+def _check_issuer(
+    certificate: x509.Certificate, ca_path: Path, now: dt.datetime, reasons: list[str], issuer: Issuer = "any"
+) -> None:
     try:
-        ca_cert = load_certificate(ca_path, "CA certificate")
+        bundle = load_certificates(ca_path, "CA certificate")
     except PkiError as exc:
         reasons.append(str(exc))
         return
-    if not _is_ca(ca_cert):
-        reasons.append(f"{ca_path.name} is not a CA certificate (no CA:TRUE)")
+    not_ca = [i for i, c in enumerate(bundle, 1) if not _is_ca(c)]
+    if not_ca:
+        which = "" if len(bundle) == 1 else f" (certificate {', '.join(map(str, not_ca))} of the bundle)"
+        reasons.append(f"{ca_path.name} is not a CA certificate{which} (no CA:TRUE)")
         return
-    try:
-        certificate.verify_directly_issued_by(ca_cert)
-    except (ValueError, TypeError, InvalidSignature):
-        reasons.append(f"not signed by {ca_path.name}")
+    candidates = bundle[:1] if issuer == "first" else bundle
+    ca_cert = next((c for c in candidates if _signed_by(certificate, c)), None)
+    if ca_cert is None:
+        if issuer == "first" and any(_signed_by(certificate, c) for c in bundle[1:]):
+            reasons.append(
+                f"signed by a CA of {ca_path.name} that no longer issues (a CA rotation): re-issue"
+            )
+        else:
+            reasons.append(f"not signed by {ca_path.name}")
         return
     if ca_cert.not_valid_after_utc <= now:
         reasons.append(
             f"the CA {ca_path.name} expired on {ca_cert.not_valid_after_utc:%Y-%m-%d}: "
             "create a new CA (init-ca --force) and re-issue"
         )
+
+
+def _signed_by(certificate: x509.Certificate, ca_cert: x509.Certificate) -> bool:
+    try:
+        certificate.verify_directly_issued_by(ca_cert)
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    return True
