@@ -375,9 +375,10 @@ class Lab:
     def _state_dir_arg(self) -> str:
         return "" if self.state_dir == default_state_dir() else f" --state-dir {self.state_dir}"
 
-    def _refuse_foreign(self, nodes: Sequence[net.Node]) -> None:
-        """Refuse when lab resources exist that this state dir did not record (another lab is up)."""
-        found = [net.BRIDGE] if net.link_exists(net.BRIDGE) else []
+    def _refuse_foreign(self, nodes: Sequence[net.Node], bridge: bool = True) -> None:
+        """Refuse when lab resources exist that this state dir did not record (another lab is up).
+        ``bridge=False``: the lab is up and the bridge is its own (``add``)."""
+        found = [net.BRIDGE] if bridge and net.link_exists(net.BRIDGE) else []
         found += [n.netns for n in nodes if net.netns_exists(n.netns)]
         found += [n.veth for n in nodes if net.link_exists(n.veth)]
         found += [
@@ -458,7 +459,7 @@ class Lab:
             )
         nodes = [net.Node(**n) for n in state["nodes"]]
         node = net.next_board(nodes)
-        self._refuse_foreign([node])
+        self._refuse_foreign([node], bridge=False)
         grown = net.with_board(nodes, node)
         # Recorded before anything is made, so that `down` removes it whatever happens next.
         state["nodes"] = [n.__dict__ for n in grown]

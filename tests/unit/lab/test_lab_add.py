@@ -59,7 +59,8 @@ class FakeMachines:
         monkeypatch.setattr(board, "remove_cgroups", lambda paths: [])
         monkeypatch.setattr(network, "create_node_net", lambda node: self.calls.append(("net", node.name)))
         monkeypatch.setattr(network, "remove_node_net", lambda node: self.calls.append(("unnet", node.name)))
-        monkeypatch.setattr(network, "link_exists", lambda name: False)
+        # The running lab's bridge exists (it is its own); nothing of a board4 does.
+        monkeypatch.setattr(network, "link_exists", lambda name: name == network.BRIDGE)
         monkeypatch.setattr(network, "netns_exists", lambda name: False)
         monkeypatch.setattr(labmod.Lab, "_ensure_key", lambda self: "ssh-ed25519 AAAA lab")
         monkeypatch.setattr(
