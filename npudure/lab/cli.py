@@ -1,4 +1,4 @@
-"""``npudure lab up|down|status|exec``: the emulated fleet from the command line."""
+"""``npudure lab up|add|remove|down|status|exec``: the emulated fleet from the command line."""
 
 from __future__ import annotations
 
@@ -76,6 +76,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="leave a half-started lab in place for debugging instead of removing it",
     )
 
+    add = with_state_dir(
+        sub.add_parser("add", help="boot one more board into the running lab and add it to the inventory")
+    )
+    add.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for the board's sshd")
+    rm = with_state_dir(sub.add_parser("remove", help="stop one board and take it out of the inventory"))
+    rm.add_argument("board", help="the board's name, e.g. board4")
     with_state_dir(sub.add_parser("down", help="stop every board and remove what `up` made"))
     with_state_dir(sub.add_parser("status", help="table of boards: address, pid, systemd state, ssh"))
     ex = with_state_dir(sub.add_parser("exec", help="run a command inside a board: lab exec board1 -- CMD"))
@@ -101,6 +107,12 @@ def run(args: argparse.Namespace) -> int:
                 arm64_boards=args.arm64_boards,
                 time_scale=args.time_scale,
             )
+            return 0
+        if args.lab_command == "add":
+            lab.add(timeout=args.timeout)
+            return 0
+        if args.lab_command == "remove":
+            lab.remove(args.board)
             return 0
         if args.lab_command == "down":
             lab.down()

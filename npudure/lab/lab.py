@@ -375,9 +375,10 @@ class Lab:
     def _state_dir_arg(self) -> str:
         return "" if self.state_dir == default_state_dir() else f" --state-dir {self.state_dir}"
 
-    def _refuse_foreign(self, nodes: Sequence[net.Node]) -> None:
-        """Refuse when lab resources exist that this state dir did not record (another lab is up)."""
-        found = [net.BRIDGE] if net.link_exists(net.BRIDGE) else []
+    def _refuse_foreign(self, nodes: Sequence[net.Node], bridge: bool = True) -> None:
+        """Refuse when lab resources exist that this state dir did not record (another lab is up).
+        ``bridge=False``: the lab is up and the bridge is its own (``add``)."""
+        found = [net.BRIDGE] if bridge and net.link_exists(net.BRIDGE) else []
         found += [n.netns for n in nodes if net.netns_exists(n.netns)]
         found += [n.veth for n in nodes if net.link_exists(n.veth)]
         found += [
@@ -430,6 +431,106 @@ class Lab:
             check=False,
         )
         return proc.returncode == 0
+
+    # ---- add / remove one board ----------------------------------------------------------------
+    def add(self, log: Log = print, timeout: float = BOARD_BOOT_TIMEOUT_S) -> net.Node:
+        """Boot one more board into the running lab (the next boardN, its address, systemd, sshd) and put
+        it in the inventory's ``boards`` group; ``site.yml`` then installs it. ``down`` removes it too."""
+        if os.geteuid() != 0:
+            raise LabError("`npudure lab add` needs root: run it with sudo")
+        with machine_lock(log):
+            return self._add(log, timeout)
+
+    def _running_state(self, action: str) -> dict:
+        state = self._load()
+        if not state or state.get("phase") != "up":
+            raise LabError(
+                f"no lab is up in {self.state_dir}: start one with `npudure lab up` before `lab {action}`"
+            )
+        return state
+
+    def _add(self, log: Log, timeout: float) -> net.Node:
+        state = self._running_state("add")
+        if state.get("arm64_boards", 0):
+            # The arm64 boards are the last N by name (arm64_board_names): a board added after them would
+            # take one's place.
+            raise LabError(
+                "`lab add` boots amd64 boards; this lab has --arm64-boards, so boot it at its size"
+            )
+        nodes = [net.Node(**n) for n in state["nodes"]]
+        node = net.next_board(nodes)
+        self._refuse_foreign([node], bridge=False)
+        grown = net.with_board(nodes, node)
+        # Recorded before anything is made, so that `down` removes it whatever happens next.
+        state["nodes"] = [n.__dict__ for n in grown]
+        state["boards"] = len([n for n in grown if n.role == "board"])
+        self._save(state)
+        paths = boardmod.BoardPaths(node, self.state_dir)
+        try:
+            net.create_node_net(node)
+            boardmod.make_cgroups(paths)
+            boardmod.mount_overlay(paths, Path(state["image"]))
+            boardmod.personalize(paths, grown, self._ensure_key())
+            boardmod.start_launcher(paths, boardmod.nspawn_cmd(node, paths.root, fake_proc=True))
+            log(f"{node.name} booting at {node.address}; waiting for sshd (up to {timeout:.0f} s)")
+            self._wait_ssh([node], timeout)
+        except (Exception, KeyboardInterrupt) as exc:
+            saved = self._save_failure_logs([node])
+            log(f"lab add failed; removing {node.name} again (boot logs kept in {saved})")
+            try:
+                self._remove_node(state, node)
+            except LabError as clean:
+                log(f"clean-up after the failure was incomplete: {clean} (`npudure lab down` removes it)")
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            raise LabError(f"{node.name}: {exc} (boot logs: {saved})") from exc
+        self._renew_hosts_files(grown)
+        self._write_inventory(state, grown, Path(state["inventory"]))
+        log(
+            f"{node.name} up at {node.address}, in the inventory's boards group ({state['inventory']}); "
+            f"install it with site.yml (docs/operations.md, Add a board)"
+        )
+        return node
+
+    def remove(self, name: str, log: Log = print, timeout: float = STOP_TIMEOUT_S) -> None:
+        """Stop one board, remove what was made for it, and take it out of the inventory (after
+        ``playbooks/remove-board.yml`` took it out of the fleet)."""
+        if os.geteuid() != 0:
+            raise LabError("`npudure lab remove` needs root: run it with sudo")
+        with machine_lock(log):
+            state = self._running_state("remove")
+            node = self.node(name)
+            if node.role != "board":
+                raise LabError(f"{name} is the scheduler host; `lab remove` takes boards (or `lab down` all)")
+            if len(self.boards) == 1:
+                raise LabError(f"{name} is the lab's last board; take the lab down with `npudure lab down`")
+            self._remove_node(state, node, timeout)
+            left = self.nodes
+            self._renew_hosts_files(left)
+            self._write_inventory(state, left, Path(state["inventory"]))
+            log(f"{name} stopped and removed; the inventory lists {', '.join(n.name for n in self.boards)}")
+
+    def _remove_node(self, state: dict, node: net.Node, timeout: float = STOP_TIMEOUT_S) -> None:
+        """Stop and remove one machine, then drop it from the state (only once it is gone)."""
+        paths = boardmod.BoardPaths(node, self.state_dir)
+        if boardmod.launcher_pid(paths) or boardmod.nspawn_pid(paths):
+            boardmod.stop_signal(paths)
+        boardmod.stop(paths, timeout)
+        boardmod.remove_dir(paths)
+        net.remove_node_net(node)
+        problems = boardmod.remove_cgroups(paths)
+        if problems:
+            raise LabError(f"{node.name}: could not remove: " + "; ".join(problems))
+        state["nodes"] = [n for n in state["nodes"] if n["name"] != node.name]
+        state["boards"] = len([n for n in state["nodes"] if n["role"] == "board"])
+        self._save(state)
+
+    def _renew_hosts_files(self, nodes: list[net.Node]) -> None:
+        """Every running machine's /etc/hosts names the current set (lab up wrote them for its own)."""
+        for node in nodes:
+            hosts = boardmod.BoardPaths(node, self.state_dir).root / "etc" / "hosts"
+            if hosts.parent.is_dir():
+                hosts.write_text(boardmod.hosts_file(node, nodes))
 
     # ---- down ----------------------------------------------------------------------------------
     def down(self, log: Log = print, timeout: float = STOP_TIMEOUT_S) -> bool:

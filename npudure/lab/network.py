@@ -61,6 +61,23 @@ def plan_nodes(boards: int, scheduler_host: bool) -> list[Node]:
     return nodes
 
 
+def board_index(node: Node) -> int:
+    return int(node.name.removeprefix("board"))
+
+
+def next_board(nodes: list[Node]) -> Node:
+    """The board ``npudure lab add`` boots next: the lowest free boardN (its address follows from N)."""
+    taken = {board_index(n) for n in nodes if n.role == "board"}
+    index = next(i for i in range(1, MAX_BOARDS + 2) if i not in taken)
+    return Node(f"board{index}", board_address(index), "board")  # board_address refuses a full lab
+
+
+def with_board(nodes: list[Node], node: Node) -> list[Node]:
+    """``nodes`` plus ``node``: boards in index order, then the scheduler host (the inventory's order)."""
+    boards = sorted([n for n in nodes if n.role == "board"] + [node], key=board_index)
+    return boards + [n for n in nodes if n.role != "board"]
+
+
 def link_exists(name: str) -> bool:
     return Path("/sys/class/net", name).exists()
 

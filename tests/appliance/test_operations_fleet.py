@@ -333,6 +333,241 @@ def _assert_no_request_lost(results, central_gap_is_reported: bool = False) -> N
         assert r.passed, (r.scenario, r.mode, r.why)
 
 
+# The parts of a clone an operator's controller runs site.yml from, besides the package sources.
+CONTROLLER_TREE = ("ansible.cfg", "playbooks", "roles", "ansible_plugins", "monitoring", "systemd")
+
+
+def _second_controller(dest: Path) -> tuple[Path, Path]:
+    """Another controller in ``dest``: a fresh copy of the sources (the package as the lab was provisioned
+    from, the playbooks and roles) and, beside it, a copy of the inventory folder with its secrets/
+    (admin token, pki). Its wheelhouse cache is its own: the dependency downloads are linked from this
+    controller's cache (the same files the index serves; fetching them again would only cost time), the
+    npudure wheel is not, so it is built afresh from the copy's path. Returns (tree, inventory)."""
+    import json
+    import shutil
+
+    from npudure.faults import fleet as fleetmod
+
+    tree = dest / "clone"
+    tree.mkdir(parents=True)
+    fleetmod.frozen_source(tree)
+    for name in CONTROLLER_TREE:
+        src = fleetmod.ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, tree / name, ignore=shutil.ignore_patterns("__pycache__"))
+        elif src.is_file():
+            shutil.copy2(src, tree / name)
+    cache = _wheelhouse_cache(tree / ".cache" / "wheelhouse")
+    for state_file in cache.glob("*/state.json"):
+        for wheel in (state_file.parent / "wheels").glob("npudure-*.whl"):
+            wheel.unlink()
+        state = json.loads(state_file.read_text())
+        state.pop("source", None)
+        state_file.write_text(json.dumps(state))
+    assert fleetmod.ROOT.resolve() not in tree.resolve().parents
+    lab_inventory = fleetmod.ROOT / "inventory" / "lab"
+    inventory = dest / "inventory" / "lab"
+    shutil.copytree(lab_inventory, inventory, symlinks=True)
+    assert (inventory / "secrets" / "admin-token").is_file(), f"no secrets/ folder in {lab_inventory}"
+    return tree, inventory / "hosts.yml"
+
+
+def _changed_tasks(output: str) -> list[tuple[str, str]]:
+    """(host, task) of every task an ansible-playbook run reports as changed (default callback)."""
+    import re
+
+    changed, task = [], "?"
+    for line in output.splitlines():
+        header = re.match(r"^(?:TASK|RUNNING HANDLER) \[(.*)\] \**$", line)
+        if header:
+            task = header.group(1)
+            continue
+        hit = re.match(r"^changed: \[([^\]]+)\]", line)
+        if hit:
+            changed.append((hit.group(1), task))
+    return changed
+
+
+def _fleet_identity(fleet) -> dict[str, str]:
+    """What must not be re-created: each host's admin token and CA certificate (sha256 of the files)."""
+    import hashlib
+
+    found = {}
+    for host in [*fleet.boards, "sched"]:
+        for name in ("admin-token", "tls/ca.crt"):
+            path = fleet.lab.root(host) / "etc" / "npudure" / name
+            found[f"{host}:{name}"] = hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else "-"
+    return found
+
+
+def _npudure_wheel_sums(cache: Path) -> dict[str, str]:
+    """wheelhouse key -> 'sha256  npudure-....whl' line of its MANIFEST."""
+    sums = {}
+    for manifest in cache.glob("*/wheels/MANIFEST.sha256"):
+        lines = [
+            line for line in manifest.read_text().splitlines() if line.split()[-1].startswith("npudure-")
+        ]
+        sums[manifest.parent.parent.name] = " ".join(lines)
+    return sums
+
+
+# While the fleet runs what this tree builds (the upgrade, last in the module, ships another wheel).
+# The timeout covers the module's provisioning too, when this test is run alone (-k).
+@pytest.mark.timeout(2100)
+def test_a_second_controller_provisions_the_same_fleet_with_nothing_changed(fleet, tmp_path: Path) -> None:
+    """docs/operations.md, "Where the identity lives": a fresh copy of the sources in another folder and
+    a copy of the inventory folder (secrets/ with the admin token and the CA) run site.yml against the
+    provisioned lab: no task changes anything on a host (the second controller's own first wheelhouse
+    build, on the controller, is the one change it may report), it builds the same npudure wheel
+    (sha256) from its other path, no service restarts (agents' and scheduler's MainPIDs), no token or
+    CA is re-created, on the hosts or in the inventory's secrets/."""
+    import json
+    import subprocess
+
+    from helpers.ansible import recap
+
+    from npudure.faults import fleet as fleetmod
+
+    tree, inventory = _second_controller(tmp_path / "controller2")
+    secrets = {
+        p.relative_to(inventory.parent): p.read_bytes()
+        for p in (inventory.parent / "secrets").rglob("*")
+        if p.is_file()
+    }
+    pids, sched_pid, identity = _main_pids(fleet), _sched_pid(fleet), _fleet_identity(fleet)
+    argv = [
+        str(fleetmod.BIN / "ansible-playbook"),
+        "-i",
+        str(inventory),
+        "-e",
+        json.dumps(fleetmod.DEFAULT_OVERRIDES),
+    ]
+    done = subprocess.run(
+        [*argv, str(tree / "playbooks" / "site.yml")],
+        cwd=tree,
+        env=fleetmod.ansible_env(
+            ANSIBLE_CONFIG=str(tree / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", NO_COLOR="1"
+        ),
+        capture_output=True,
+        text=True,
+        timeout=1000,
+    )
+    out = done.stdout + done.stderr
+    (tmp_path / "site.log").write_text(out)
+    assert done.returncode == 0, (
+        f"site.yml from the second controller exited {done.returncode}: {out[-3000:]}"
+    )
+    print(f"second controller ({tree}), PLAY RECAP: {recap(out)}")
+    changed = _changed_tasks(out)
+    on_controller = [(h, t) for h, t in changed if h.endswith("-> localhost")]
+    print(f"second controller: changed on the controller: {on_controller}")
+    assert all("wheelhouse" in t.lower() for _, t in on_controller), on_controller
+    on_hosts = [f"{h}: {t}" for h, t in changed if not h.endswith("-> localhost")]
+    assert not on_hosts, "the second controller changed the fleet:\n" + "\n".join(on_hosts)
+    counted = {h: c["changed"] for h, c in recap(out).items()}
+    assert set(counted) >= {*fleet.boards, "sched"}, counted
+    assert sum(counted.values()) == len(on_controller), (counted, on_controller)
+    # The same wheel from another path (reproducible build), so nothing was reinstalled.
+    mine = _npudure_wheel_sums(fleetmod.ROOT / ".cache" / "wheelhouse")
+    theirs = _npudure_wheel_sums(tree / ".cache" / "wheelhouse")
+    built = {k: v for k, v in theirs.items() if v}
+    assert built, f"the second controller built no npudure wheel in {tree / '.cache' / 'wheelhouse'}"
+    for key, line in built.items():
+        assert line == mine.get(key), (
+            f"wheelhouse {key}: npudure wheel {line!r} here, {mine.get(key)!r} on the first controller"
+        )
+    after = _main_pids(fleet)
+    restarted = [b for b in fleet.boards if after[b] != pids[b]]
+    assert not restarted, f"agents restarted: {restarted} ({pids} -> {after})"
+    assert _sched_pid(fleet) == sched_pid, "the scheduler restarted"
+    now = _fleet_identity(fleet)
+    assert now == identity, f"re-created on the hosts: {[k for k in identity if now[k] != identity[k]]}"
+    kept = {
+        p.relative_to(inventory.parent): p.read_bytes()
+        for p in (inventory.parent / "secrets").rglob("*")
+        if p.is_file()
+    }
+    assert kept == secrets, (
+        f"the second controller rewrote its secrets/: {sorted(set(kept.items()) ^ set(secrets.items()))}"
+    )
+
+
+# ~5 min on the lab (a new board's first install under load, then its decommission), estimated: written
+# 2026-12-02 and not yet run on the lab; the skip goes once it has passed there (CI time: +~5 min).
+@pytest.mark.skip(
+    reason="not yet run on the lab (issue #16, 3 -> 4 -> 3 boards); remove this mark after a lab run"
+)
+@pytest.mark.timeout(1500)
+def test_a_fourth_board_joins_under_load_and_leaves_again(fleet, tmp_path: Path) -> None:
+    """The fleet grows from 3 to 4 boards and back, under load in both modes: `npudure lab add` boots
+    board4 into the running lab and puts it in the inventory's boards group; site.yml limited to it and
+    the scheduler (docs/operations.md, Add a board) installs it and the scheduler takes it in by a reload
+    (same scheduler PID, no agent restarted); then remove-board.yml takes it out again. 0 failed in both."""
+    from npudure.bench.payloads import make_frame_set
+    from npudure.faults import fleet as fleetmod
+    from npudure.faults.operations import run_operation, table
+
+    inventory = fleet.lab.inventory_path
+    assert inventory is not None
+    frames = make_frame_set("raw", 4, 0)
+    lab = fleet.lab
+    sched_pid, pids = _sched_pid(fleet), _main_pids(fleet)
+    source = tmp_path / "src"
+    source.mkdir()
+    extra = {
+        **fleetmod.DEFAULT_OVERRIDES,
+        "npudure_serial": 1,
+        "npudure_wheelhouse_project_dir": str(fleetmod.frozen_source(source)),
+    }
+
+    def step(scenario: str, action, **kw):
+        results = run_operation(fleet.scheduler, scenario, action, frames, 3, tmp_path, budget_s=900, **kw)
+        print(table(results))
+        return results
+
+    board = lab.add(log=print).name
+    try:
+        import yaml
+
+        boards = yaml.safe_load(inventory.read_text())["all"]["children"]["boards"]["hosts"]
+        assert board in boards and board not in fleet.boards, (board, boards)
+        joined = step(
+            "add-board (4th)",
+            lambda: _playbook(
+                inventory,
+                "site.yml",
+                extra,
+                tmp_path / "add.log",
+                "--limit",
+                f"{board},{fleetmod.SCHEDULER_HOST}",
+            ),
+            watch_board=board,
+        )
+        _assert_no_request_lost(joined)
+        states = {b.name: b.state for b in fleet.status().boards}
+        assert board in states, f"{board} is not in the scheduler's board set: {states}"
+        assert _sched_pid(fleet) == sched_pid, "the scheduler restarted instead of reloading its board set"
+        assert _main_pids(fleet) == pids, "an agent of the fleet restarted for the new board"
+        served = [r.board_served_s for r in joined]
+        assert all(s is not None for s in served), f"{board} served nothing through the scheduler"
+        print(
+            f"the 4th board serves {max(served):.1f} s after its play's end "
+            f"({board}; 0.1 s status polls; negative: it served before the play ended)"
+        )
+        left = step(
+            "remove-board (4th)",
+            lambda: _playbook(
+                inventory, "remove-board.yml", {"npudure_remove_board": board}, tmp_path / "rm.log"
+            ),
+        )
+        _assert_no_request_lost(left)
+        assert board not in [b.name for b in fleet.status().boards]
+        assert _sched_pid(fleet) == sched_pid, "the scheduler restarted instead of letting the board go"
+    finally:
+        lab.remove(board, log=print)  # the lab back to its 3 boards, the inventory without board4
+    assert [b.name for b in lab.boards] == fleet.boards
+
+
 @pytest.mark.timeout(600)
 def test_a_scheduler_restart_under_load_costs_no_request(fleet, tmp_path: Path) -> None:
     """systemctl restart npudure-scheduler on the scheduler host: central clients (the harness's
