@@ -40,7 +40,6 @@ class Revocations:
         self.path = path or tls.crl or crl.default_crl_path(tls.ca)
         self.serials: frozenset[int] = frozenset()
         self._verdicts: dict[bytes, int | None] = {}  # PEM -> its serial when revoked, else None
-        self.refused = 0
         self.reload()
 
     def read(self) -> frozenset[int]:
@@ -88,7 +87,6 @@ class RevocationCheck(grpc.aio.ServerInterceptor):
         serial = self.revocations.revoked_serial(pem)
         if serial is None:
             return
-        self.revocations.refused += 1
         log.warning(
             "refused %s: its certificate (serial %s) is revoked", context.peer(), crl.serial_text(serial)
         )
