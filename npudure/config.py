@@ -40,6 +40,9 @@ class TlsConfig(_Strict):
     ca: str
     cert: str
     key: str
+    # The fleet's CRL (npudure pki revoke): peers whose certificate it lists are refused. null: crl.pem
+    # beside ``ca``; an absent file revokes nothing. The scheduler re-reads it on reload, the agent at start.
+    crl: str | None = None
 
 
 class AdminConfig(_Strict):

@@ -29,6 +29,7 @@ from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
 from npudure.security import admin_inputs
+from npudure.security.revocation import RevocationCheck, Revocations
 from npudure.service import grpc_limits
 from npudure.service.lifecycle import Lifecycle
 from npudure.service.runtime import SERVER_OPTIONS
@@ -316,15 +317,19 @@ async def serve(
     backend: Backend | None = None,
     ready: asyncio.Event | None = None,
     board_soc: soc.Soc | None = None,
+    crl_path: str | None = None,
 ) -> None:
-    """Run the agent until cancelled."""
+    """Run the agent until cancelled. ``crl_path`` (--crl) overrides ``tls.crl``; read once, at start:
+    a board takes a new CRL at its next (drained) restart."""
+    # Before anything starts: a CRL that cannot be used (SecurityError) is a configuration error.
+    revoked = [RevocationCheck(Revocations(config.tls, crl_path))] if config.tls else []
     backend = backend or create_backend(config)
     split = cores.detect(config.affinity.sysfs_root)  # once: the pool's pinning and the I/O threads'
     agent = Agent(config, backend, split, board_soc)
     if config.affinity.pin_io_to_little and not split.uniform:
         cores.pin_current_thread(split.little)  # gRPC's own threads inherit the main thread's mask
     server = grpc_limits.server(
-        config.limits, config.max_message_bytes, config.queue_limit + agent.pool.size, SERVER_OPTIONS
+        config.limits, config.max_message_bytes, config.queue_limit + agent.pool.size, SERVER_OPTIONS, revoked
     )
     server.add_generic_rpc_handlers((agent.inference_handler(),))
     rpc.add_NodeServicer_to_server(agent, server)

@@ -367,17 +367,19 @@ class ReloadBoardsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ReloadBoardsReply(_message.Message):
-    __slots__ = ("added", "removed", "policy", "restart_needed", "status", "admin_tokens")
+    __slots__ = ("added", "removed", "policy", "restart_needed", "status", "admin_tokens", "revoked_certificates")
     ADDED_FIELD_NUMBER: _ClassVar[int]
     REMOVED_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
     RESTART_NEEDED_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     ADMIN_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    REVOKED_CERTIFICATES_FIELD_NUMBER: _ClassVar[int]
     added: _containers.RepeatedScalarFieldContainer[str]
     removed: _containers.RepeatedScalarFieldContainer[str]
     policy: str
     restart_needed: _containers.RepeatedScalarFieldContainer[str]
     status: ClusterStatus
     admin_tokens: int
-    def __init__(self, added: _Optional[_Iterable[str]] = ..., removed: _Optional[_Iterable[str]] = ..., policy: _Optional[str] = ..., restart_needed: _Optional[_Iterable[str]] = ..., status: _Optional[_Union[ClusterStatus, _Mapping]] = ..., admin_tokens: _Optional[int] = ...) -> None: ...
+    revoked_certificates: int
+    def __init__(self, added: _Optional[_Iterable[str]] = ..., removed: _Optional[_Iterable[str]] = ..., policy: _Optional[str] = ..., restart_needed: _Optional[_Iterable[str]] = ..., status: _Optional[_Union[ClusterStatus, _Mapping]] = ..., admin_tokens: _Optional[int] = ..., revoked_certificates: _Optional[int] = ...) -> None: ...

@@ -32,6 +32,7 @@ from npudure.scheduler.metrics import SchedulerMetrics
 from npudure.scheduler.policies import make_policy
 from npudure.scheduler.route import ServingPusher, resolve
 from npudure.security import access as security
+from npudure.security.revocation import Revocations
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +128,7 @@ class Host(Protocol):
     monitors: list[BoardMonitor]
     metrics: SchedulerMetrics
     admin: security.AdminGuard
+    revocations: Revocations | None
     _tasks: list[asyncio.Task[None]]
     _resolved: dict[str, str]
     handing_over: Callable[[], bool]
@@ -201,6 +203,7 @@ class Membership:
             raise ReloadError("this scheduler was not started from a config file: nothing to reload")
         new = read_config(host.config_path)
         tokens = self._read_tokens()
+        revoked = self._read_crl()
         diff = diff_boards({b.name: b.address for b in host.boards}, self.leaving, new.boards)
         resolved = await check_addresses(diff.added)
         if host.handing_over():  # checked before the await too (Scheduler._may_change)
@@ -218,15 +221,18 @@ class Membership:
             policy = new.policy
         restart = restart_needed(old, new)
         host.admin.admin_tokens.values = tokens  # from now on: accepted, and the first sent to the boards
+        if host.revocations is not None and revoked is not None:
+            host.revocations.apply(revoked)  # from the next call on: a listed client is refused
         host._state_changed()
         self.save()
         log.info(
-            "reloaded %s: added %s, removing %s, policy %s, %d admin token(s)%s",
+            "reloaded %s: added %s, removing %s, policy %s, %d admin token(s), %d certificate(s) revoked%s",
             host.config_path,
             ", ".join(b.name for b in diff.added) or "none",
             ", ".join(diff.removed) or "none",
             policy or "unchanged",
             len(tokens),
+            len(revoked or ()),
             f"; needs a restart for: {', '.join(restart)}" if restart else "",
         )
         return pb.ReloadBoardsReply(
@@ -235,7 +241,19 @@ class Membership:
             policy=policy,
             restart_needed=restart,
             admin_tokens=len(tokens),
+            revoked_certificates=len(revoked or ()),
         )
+
+    def _read_crl(self) -> frozenset[int] | None:
+        """The CRL re-read (a board's certificate just revoked); a file that is unusable refuses the
+        whole reload and the current list stays. None without TLS."""
+        revocations = self.host.revocations
+        if revocations is None:
+            return None
+        try:
+            return revocations.read()
+        except security.SecurityError as exc:
+            raise ReloadError(f"{exc}; the scheduler keeps its current revocation list") from None
 
     def _read_tokens(self) -> list[str]:
         """The admin token file re-read (a rotation's new line, or the old one dropped); a file that

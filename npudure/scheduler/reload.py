@@ -70,6 +70,8 @@ def summary(reply: pb.ReloadBoardsReply) -> str:
     ]
     if reply.admin_tokens:
         parts.append(f"{reply.admin_tokens} admin token(s) accepted")
+    if reply.revoked_certificates:
+        parts.append(f"{reply.revoked_certificates} certificate(s) revoked")
     if reply.restart_needed:
         parts.append(f"these take effect at the next restart: {', '.join(reply.restart_needed)}")
     return "; ".join(parts)

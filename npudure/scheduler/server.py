@@ -26,6 +26,7 @@ from npudure.scheduler.route import ServingPusher, build_route, resolve
 from npudure.scheduler.state import state_path
 from npudure.security import access as security
 from npudure.security import admin_inputs
+from npudure.security.revocation import RevocationCheck, Revocations
 from npudure.service import grpc_limits, handover, metrics_http
 from npudure.service.lifecycle import HandoverSettings, Lifecycle
 from npudure.service.runtime import SERVER_OPTIONS
@@ -70,9 +71,13 @@ class Lease:
 
 
 class Scheduler(rpc.ClusterServicer):
-    def __init__(self, config: SchedulerConfig, config_path: str | None = None) -> None:
+    def __init__(
+        self, config: SchedulerConfig, config_path: str | None = None, crl_path: str | None = None
+    ) -> None:
         self.config = config
         self.config_path = config_path  # what ReloadBoards re-reads
+        # The fleet's CRL, re-read by ReloadBoards too (a revoked client is refused without a restart).
+        self.revocations = Revocations(config.tls, crl_path) if config.tls else None
         self.metrics = SchedulerMetrics()
         # One set of admin tokens: what admin callers must send and what the boards get; re-read in
         # place by ReloadBoards (a rotation needs no restart).
@@ -338,18 +343,22 @@ def handover_settings(config: SchedulerConfig) -> HandoverSettings | None:
 
 
 async def serve(
-    config: SchedulerConfig, ready: asyncio.Event | None = None, config_path: str | None = None
+    config: SchedulerConfig,
+    ready: asyncio.Event | None = None,
+    config_path: str | None = None,
+    crl_path: str | None = None,
 ) -> None:
     log.info("starting on %s with %d boards", config.listen, len(config.boards))
     settings = handover_settings(config)
     # SecurityError (a token or certificate file) is a configuration error
-    scheduler = Scheduler(config, config_path)
+    scheduler = Scheduler(config, config_path, crl_path)
     inflight = len(config.boards) * config.board_max_inflight
     # SO_REUSEPORT only with the pid file's lock: a successor shares the port for the handover, while
     # a second scheduler started by mistake is refused by the lock (handover.AlreadyRunning).
     options = [("grpc.so_reuseport", 1)] if settings is not None else SERVER_OPTIONS
+    revoked = [RevocationCheck(scheduler.revocations)] if scheduler.revocations else []
     server = grpc_limits.server(
-        config.limits, config.max_message_bytes, config.queue_limit + inflight, options
+        config.limits, config.max_message_bytes, config.queue_limit + inflight, options, revoked
     )
     lifecycle = Lifecycle(server, scheduler.health, config.shutdown, settings)
     scheduler.handing_over = lambda: lifecycle.frozen

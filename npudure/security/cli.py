@@ -1,8 +1,9 @@
-"""``npudure pki init-ca|csr|sign|check|rotate-ca``: a small CA for the optional mutual TLS.
+"""``npudure pki init-ca|csr|sign|check|rotate-ca|revoke``: a small CA for the optional mutual TLS.
 
 The CA key stays on the controller; every host makes its own key and CSR (``csr``), the controller
 signs it (``sign``) and returns only the certificate. ``check`` decides whether a certificate must be
-(re-)issued. Exit codes: 0 = fine (including "unchanged"), 1 = a check failed or a file is wrong,
+(re-)issued; ``revoke`` lists a certificate on the CA's CRL (crl.pem), which the services refuse.
+Exit codes: 0 = fine (including "unchanged"), 1 = a check failed or a file is wrong,
 2 = bad arguments.
 """
 
@@ -13,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-from npudure.security import ca_rotation, pki
+from npudure.security import ca_rotation, crl, pki
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -121,6 +122,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     rotate.add_argument("--dir", type=Path, required=True, help="the fleet CA directory (ca.key, ca.crt)")
     rotate.add_argument("--phase", choices=ca_rotation.PHASES, required=True, help="the phase to run")
 
+    revoke = sub.add_parser(
+        "revoke",
+        help="on the controller: list a certificate on the CA's CRL (crl.pem); the services refuse it",
+        description="Add the certificate (its file, which must be issued by this CA, or its serial) to "
+        "DIR/crl.pem, signed by the CA, with a next update --days ahead. Revoking a listed certificate "
+        "again changes nothing (the CRL is re-signed only when its next update is under 30 days away). "
+        "Copy crl.pem to every host (the npudure_tls role does) and reload the scheduler; agents read it "
+        "when they start.",
+    )
+    revoke.add_argument("--ca-dir", type=Path, required=True, help="the CA directory (ca.key, ca.crt)")
+    which = revoke.add_mutually_exclusive_group(required=True)
+    which.add_argument("--cert", type=Path, help="the certificate to revoke")
+    which.add_argument("--serial", help="its serial, hex (as openssl x509 -noout -serial prints it)")
+    revoke.add_argument(
+        "--days",
+        type=int,
+        default=crl.DEFAULT_CRL_DAYS,
+        help="days until the CRL's next update (default: %(default)s)",
+    )
+
 
 def run(args: argparse.Namespace) -> int:
     try:
@@ -199,4 +220,25 @@ def _rotate_ca(args: argparse.Namespace) -> int:
     return 0
 
 
-_ACTIONS = {"init-ca": _init_ca, "csr": _csr, "sign": _sign, "check": _check, "rotate-ca": _rotate_ca}
+def _revoke(args: argparse.Namespace) -> int:
+    done = crl.revoke(args.ca_dir, cert=args.cert, serial=args.serial, days=args.days)
+    serial = crl.serial_text(done.serial)
+    if not done.added and not done.written:
+        print(f"unchanged: serial {serial} is already on {done.crl} ({done.count} revoked)")
+        return 0
+    what = f"revoked serial {serial}" if done.added else f"serial {serial} was revoked already; re-signed"
+    print(
+        f"{what}: {done.crl} lists {done.count} certificate(s), next update {done.next_update:%Y-%m-%d}; "
+        "copy it to every host and reload the scheduler"
+    )
+    return 0
+
+
+_ACTIONS = {
+    "init-ca": _init_ca,
+    "csr": _csr,
+    "sign": _sign,
+    "check": _check,
+    "rotate-ca": _rotate_ca,
+    "revoke": _revoke,
+}

@@ -67,6 +67,7 @@ def server(
     max_message_bytes: int,
     request_queue: int,
     options: Sequence[tuple[str, object]] = (),
+    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
 ) -> grpc.aio.Server:
     """A grpc.aio server with the limits, and malformed requests answered INVALID_ARGUMENT.
 
@@ -76,7 +77,7 @@ def server(
     quiet_call_ended_errors()
     return grpc.aio.server(
         options=[*options, *server_options(limits, max_message_bytes)],
-        interceptors=(StrictDecoding(),),
+        interceptors=(*interceptors, StrictDecoding()),
         maximum_concurrent_rpcs=concurrent,
     )
 
