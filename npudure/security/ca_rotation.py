@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from npudure.security import pki
+from npudure.security import crl, pki
 
 Phase = Literal["start", "switch", "finish"]
 PHASES: tuple[Phase, ...] = ("start", "switch", "finish")
@@ -119,6 +119,10 @@ def _finish(ca_dir: Path, at: str | None, now: dt.datetime) -> Step:
     keep.mkdir(parents=True, exist_ok=True, mode=0o700)
     for name in (pki.CA_KEY, pki.CA_CERT):
         shutil.copy2(ca_dir / name, keep / name)
+    # The old CA's CRL retires with it: what it lists was issued by a CA no host trusts any more, and a
+    # CRL the new CA did not sign stops the services at start (the tls role removes the hosts' copies).
+    if (ca_dir / crl.CRL_NAME).exists():
+        os.replace(ca_dir / crl.CRL_NAME, keep / crl.CRL_NAME)
     # A crash between these two leaves a pair that init-ca and sign report as mismatched ("does not
     # belong"); the old CA is then in retired/ and the new key still in next/.
     os.replace(nxt / pki.CA_CERT, ca_dir / pki.CA_CERT)

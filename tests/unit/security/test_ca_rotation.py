@@ -9,7 +9,7 @@ import pytest
 from cryptography import x509
 
 from npudure.cli import main
-from npudure.security import ca_rotation, pki
+from npudure.security import ca_rotation, crl, pki
 
 
 def certs_of(path: Path) -> list[x509.Certificate]:
@@ -102,6 +102,22 @@ def test_three_phases_move_the_bundle_and_the_issuing_ca(ca_dir):
     made = pki.make_csr(ca_dir / "h.key", ca_dir / "h.csr", "h")
     pki.sign(ca_dir, made.csr, ca_dir / "h.crt")
     cert_of(ca_dir / "h.crt").verify_directly_issued_by(cert_of(ca_dir / "ca.crt"))
+
+
+def test_finish_retires_the_old_cas_crl_with_it_and_revoke_starts_a_new_one(ca_dir, tmp_path):
+    """A CRL the new CA did not sign would stop the services at start (crl.read_revoked refuses it):
+    finish moves it into retired/ beside the old CA, and the next revoke is signed by the new CA."""
+    board = pki.issue(ca_dir, "board3", ["127.0.0.1"], tmp_path / "certs").cert
+    crl.revoke(ca_dir, cert=board)
+    for phase in ("start", "switch", "finish"):
+        ca_rotation.advance(ca_dir, phase)
+    assert not (ca_dir / crl.CRL_NAME).exists()
+    [kept] = (ca_dir / "retired").iterdir()
+    assert (kept / crl.CRL_NAME).is_file()
+    fresh = pki.issue(ca_dir, "board4", ["127.0.0.1"], tmp_path / "certs").cert
+    done = crl.revoke(ca_dir, cert=fresh)
+    assert done.count == 1
+    assert crl.read_revoked(ca_dir / crl.CRL_NAME, ca_dir / "ca.crt") == {cert_of(fresh).serial_number}
 
 
 @pytest.mark.parametrize("phase", ["start", "switch", "finish"])
