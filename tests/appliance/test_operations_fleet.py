@@ -492,11 +492,6 @@ def test_a_second_controller_provisions_the_same_fleet_with_nothing_changed(flee
     )
 
 
-# ~5 min on the lab (a new board's first install under load, then its decommission), estimated: written
-# 2026-12-02 and not yet run on the lab; the skip goes once it has passed there (CI time: +~5 min).
-@pytest.mark.skip(
-    reason="not yet run on the lab (issue #16, 3 -> 4 -> 3 boards); remove this mark after a lab run"
-)
 @pytest.mark.timeout(1500)
 def test_a_fourth_board_joins_under_load_and_leaves_again(fleet, tmp_path: Path) -> None:
     """The fleet grows from 3 to 4 boards and back, under load in both modes: `npudure lab add` boots
