@@ -42,7 +42,7 @@ def _playbook(tmp_path: Path, plays: list, name: str, phase: str) -> subprocess.
 
 
 @pytest.fixture
-def fleet(tmp_path: Path) -> Path:
+def controller_ca(tmp_path: Path) -> Path:
     ca_dir = tmp_path / "pki"
     pki.make_ca(ca_dir)
     host = {
@@ -64,7 +64,7 @@ def _recap(out: str) -> tuple[int, int]:
     return int(fields["changed"]), int(fields["failed"])
 
 
-def test_the_controller_play_walks_the_phases_in_order_only(tmp_path: Path, fleet: Path) -> None:
+def test_the_controller_play_walks_the_phases_in_order_only(tmp_path: Path, controller_ca: Path) -> None:
     # The playbook's own first play; the roll it imports (site.yml) needs hosts and is left out.
     plays = yaml.safe_load((ROOT / "playbooks" / "rotate-ca.yml").read_text())[:1]
     steps = [
@@ -83,11 +83,11 @@ def test_the_controller_play_walks_the_phases_in_order_only(tmp_path: Path, flee
         if refusal:
             msg = next(line for line in done.stdout.splitlines() if '"msg"' in line or "msg:" in line)
             assert refusal in msg and "Traceback" not in done.stdout, msg
-    assert ca_rotation.current_phase(fleet) is None
-    assert len(list((fleet / "retired").iterdir())) == 1
+    assert ca_rotation.current_phase(controller_ca) is None
+    assert len(list((controller_ca / "retired").iterdir())) == 1
 
 
-def test_the_tls_role_follows_the_rotation_on_the_controller(tmp_path: Path, fleet: Path) -> None:
+def test_the_tls_role_follows_the_rotation_on_the_controller(tmp_path: Path, controller_ca: Path) -> None:
     plays = [
         {
             "name": "The role's view",
@@ -109,11 +109,11 @@ def test_the_tls_role_follows_the_rotation_on_the_controller(tmp_path: Path, fle
     views = []
     for phase in (None, *ca_rotation.PHASES):
         if phase:
-            ca_rotation.advance(fleet, phase)
+            ca_rotation.advance(controller_ca, phase)
         done = _playbook(tmp_path, plays, "view.yml", "start")
         assert done.returncode == 0, done.stdout[-2000:]
         views.append((tmp_path / "view.txt").read_text().strip())
-    d = str(fleet)
+    d = str(controller_ca)
     assert views == [
         f"{d}/ca.crt {d} any",
         f"{d}/trust.crt {d} any",  # start: the bundle; the old CA signs; either passes

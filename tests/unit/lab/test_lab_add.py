@@ -57,6 +57,8 @@ class FakeMachines:
             board, "stop", lambda paths, timeout: self.calls.append(("stop", paths.node.name))
         )
         monkeypatch.setattr(board, "remove_cgroups", lambda paths: [])
+        # The host's own cgroup tree is not the fake lab's (a real lab may be up beside the unit tests).
+        monkeypatch.setattr(board.BoardPaths, "cgroups", lambda self: [])
         monkeypatch.setattr(network, "create_node_net", lambda node: self.calls.append(("net", node.name)))
         monkeypatch.setattr(network, "remove_node_net", lambda node: self.calls.append(("unnet", node.name)))
         # The running lab's bridge exists (it is its own); nothing of a board4 does.
