@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from npudure.agent.server import serve
 
     try:
-        asyncio.run(serve(config, backend, board_soc=board_soc, crl_path=args.crl))
+        asyncio.run(serve(config, backend, board_soc=board_soc))
     except (BackendError, SecurityError) as exc:
         print(f"npudure agent: {exc}", file=sys.stderr)
         return EX_CONFIG

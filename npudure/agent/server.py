@@ -317,12 +317,11 @@ async def serve(
     backend: Backend | None = None,
     ready: asyncio.Event | None = None,
     board_soc: soc.Soc | None = None,
-    crl_path: str | None = None,
 ) -> None:
-    """Run the agent until cancelled. ``crl_path`` (--crl) overrides ``tls.crl``; read once, at start:
-    a board takes a new CRL at its next (drained) restart."""
+    """Run the agent until cancelled. Its CRL (``tls.crl``) is read once, at start: a board takes a new
+    CRL at its next (drained) restart."""
     # Before anything starts: a CRL that cannot be used (SecurityError) is a configuration error.
-    revoked = [RevocationCheck(Revocations(config.tls, crl_path))] if config.tls else []
+    revoked = [RevocationCheck(Revocations(config.tls))] if config.tls else []
     backend = backend or create_backend(config)
     split = cores.detect(config.affinity.sysfs_root)  # once: the pool's pinning and the I/O threads'
     agent = Agent(config, backend, split, board_soc)

@@ -66,9 +66,7 @@ def run(args: argparse.Namespace) -> int:
     from npudure.scheduler.server import StartupError, serve
 
     try:
-        asyncio.run(
-            memprofile.run_with_profile(serve(config, config_path=args.config, crl_path=args.crl), profile_s)
-        )
+        asyncio.run(memprofile.run_with_profile(serve(config, config_path=args.config), profile_s))
     except SecurityError as exc:
         return _failed(str(exc), EX_CONFIG)
     except (StartupError, ListenError, AlreadyRunning) as exc:

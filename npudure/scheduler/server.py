@@ -71,13 +71,11 @@ class Lease:
 
 
 class Scheduler(rpc.ClusterServicer):
-    def __init__(
-        self, config: SchedulerConfig, config_path: str | None = None, crl_path: str | None = None
-    ) -> None:
+    def __init__(self, config: SchedulerConfig, config_path: str | None = None) -> None:
         self.config = config
         self.config_path = config_path  # what ReloadBoards re-reads
         # The fleet's CRL, re-read by ReloadBoards too (a revoked client is refused without a restart).
-        self.revocations = Revocations(config.tls, crl_path) if config.tls else None
+        self.revocations = Revocations(config.tls) if config.tls else None
         self.metrics = SchedulerMetrics()
         # One set of admin tokens: what admin callers must send and what the boards get; re-read in
         # place by ReloadBoards (a rotation needs no restart).
@@ -346,12 +344,11 @@ async def serve(
     config: SchedulerConfig,
     ready: asyncio.Event | None = None,
     config_path: str | None = None,
-    crl_path: str | None = None,
 ) -> None:
     log.info("starting on %s with %d boards", config.listen, len(config.boards))
     settings = handover_settings(config)
     # SecurityError (a token or certificate file) is a configuration error
-    scheduler = Scheduler(config, config_path, crl_path)
+    scheduler = Scheduler(config, config_path)
     inflight = len(config.boards) * config.board_max_inflight
     # SO_REUSEPORT only with the pid file's lock: a successor shares the port for the handover, while
     # a second scheduler started by mistake is refused by the lock (handover.AlreadyRunning).

@@ -35,9 +35,9 @@ _Context = grpc.aio.ServicerContext[Any, Any]
 class Revocations:
     """The revoked serials of one service, from its CRL file (``tls.crl``, default beside ``tls.ca``)."""
 
-    def __init__(self, tls: TlsConfig, path: str | None = None) -> None:
+    def __init__(self, tls: TlsConfig) -> None:
         self.ca = tls.ca
-        self.path = path or tls.crl or crl.default_crl_path(tls.ca)
+        self.path = tls.crl or crl.default_crl_path(tls.ca)
         self.serials: frozenset[int] = frozenset()
         self._verdicts: dict[bytes, int | None] = {}  # PEM -> its serial when revoked, else None
         self.reload()

@@ -44,19 +44,13 @@ LOG_LEVELS = tuple(
 
 
 def add_service_arguments(parser: argparse.ArgumentParser, command: str, check_help: str) -> None:
-    """The agent's and the scheduler's command line: --config, --check, --log-level, --crl."""
+    """The agent's and the scheduler's command line: --config, --check, --log-level."""
     parser.add_argument(
         "--config", required=True, help=f"{command} YAML config (e.g. /etc/npudure/{command}.yml)"
     )
     parser.add_argument("--check", action="store_true", help=check_help)
     parser.add_argument(
         "--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS, help="log verbosity (default INFO)"
-    )
-    parser.add_argument(
-        "--crl",
-        metavar="FILE",
-        help="the fleet's CRL: peers whose certificate it lists are refused (default: tls.crl, else "
-        "crl.pem beside tls.ca; an absent file revokes nothing)",
     )
 
 
