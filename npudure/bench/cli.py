@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from npudure.bench.defaults import CAPACITY_CAP_MHZ, CAPACITY_POLICIES, QUICK_LADDER_MHZ, REFERENCE_LADDER_MHZ
+from npudure.bench.validity import HOST_MAX_STEAL_FRACTION
 from npudure.scheduler.policies import POLICIES
 
 EXIT_OK, EXIT_ERROR, EXIT_REFUSED, EXIT_INVALID_RUNS, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -67,6 +68,16 @@ def _floats(text: str) -> list[float]:
     return _number_list(text, float, "numbers", "10,20,40", lambda v: v <= 0, "positive numbers")
 
 
+def _percent(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a percentage such as 5") from None
+    if not 0 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a percentage between 0 and 100")
+    return value
+
+
 def _names(text: str) -> list[str]:
     return [v.strip() for v in text.split(",") if v.strip()]
 
@@ -98,6 +109,14 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="extend each window until this many successful requests (default 100)",
     )
     p.add_argument("--max-duration", type=float, help="longest window when extending for --min-samples, s")
+    p.add_argument(
+        "--max-steal",
+        type=_percent,
+        default=HOST_MAX_STEAL_FRACTION * 100,
+        metavar="PCT",
+        help="a run is invalid when the hypervisor stole more than this %% of the host's CPU "
+        f"(default {HOST_MAX_STEAL_FRACTION:.0%}; recorded with each run)",
+    )
     p.add_argument("--encoding", choices=("raw", "jpeg"), default="raw")
     p.add_argument("--images", help="folder of images to send (centre-cropped, resized to 640x640)")
     p.add_argument("--frames", type=int, help="distinct frames (default 16 synthetic, or all --images)")
@@ -314,6 +333,7 @@ def run(args: argparse.Namespace) -> int:
         direct_telemetry=not args.no_direct_telemetry,
         api=api,
         http_url=http_url,
+        max_steal_fraction=args.max_steal / 100,
     )
     try:
         count = args.frames if args.frames else (None if args.images else 16)

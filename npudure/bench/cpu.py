@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from npudure.bench.validity import HOST_MAX_STEAL_FRACTION
+
 
 @dataclass(frozen=True)
 class CpuSample:
@@ -81,9 +83,12 @@ def host_cpu_busy_s() -> HostCpu | None:
     return HostCpu((total - idle) / ticks, total / ticks, steal / ticks)
 
 
-def host_window(before: HostCpu | None, after: HostCpu | None, shared: bool) -> dict[str, object] | None:
+def host_window(
+    before: HostCpu | None, after: HostCpu | None, shared: bool, max_steal: float = HOST_MAX_STEAL_FRACTION
+) -> dict[str, object] | None:
     """Idle and steal fractions of the host's CPU between two samples, for the host_saturated rule.
-    ``shared``: the harness and the scheduler (and, in the lab, the emulated boards) run on this host."""
+    ``shared``: the harness and the scheduler (and, in the lab, the emulated boards) run on this host;
+    ``max_steal``: the steal fraction the run was allowed (``--max-steal``)."""
     if before is None or after is None or after.total_s <= before.total_s:
         return None
     total = after.total_s - before.total_s
@@ -92,6 +97,7 @@ def host_window(before: HostCpu | None, after: HostCpu | None, shared: bool) -> 
         "steal_fraction": (after.steal_s - before.steal_s) / total,
         "cpu_count": os.cpu_count() or 1,
         "shared_with_cluster": shared,
+        "steal_limit": max_steal,
     }
 
 

@@ -202,7 +202,12 @@ class RunExecutor:
             "generator_cpu": {**result.generator_cpu(), "cpu_count": os.cpu_count() or 1},
             "scheduler_cpu": self.scheduler_pids.window(start.scheduler_cpu_s, wall),
             "host_cpu_busy_fraction": host,
-            "host_cpu": cpu.host_window(host_before, host_after, shared=bool(self.scheduler_pids.pids)),
+            "host_cpu": cpu.host_window(
+                host_before,
+                host_after,
+                shared=bool(self.scheduler_pids.pids),
+                max_steal=self.settings.max_steal_fraction,
+            ),
             "agent_cpu_ms_per_frame": {
                 b: agent_cpu.per_frame_ms(before["stage_cpu"].get(b), after["stage_cpu"].get(b))
                 for b in spec.boards

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from npudure.bench.lease import DEFAULT_TTL_S
+from npudure.bench.validity import HOST_MAX_STEAL_FRACTION
 
 
 @dataclass
@@ -27,6 +28,9 @@ class BenchSettings:
     # "grpc", or "http": the DeepStack-compatible HTTP API at http_url (npudure/bench/http_load.py).
     api: str = "grpc"
     http_url: str | None = None
+    # A run is invalid (host_saturated) when the hypervisor stole more of the host's CPU than this;
+    # recorded with the run. Raised only where the figures are not the point (a test of the plumbing).
+    max_steal_fraction: float = HOST_MAX_STEAL_FRACTION
 
     @property
     def expected_run_s(self) -> float:

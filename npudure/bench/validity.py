@@ -276,6 +276,7 @@ def _host_saturated(host: object) -> str | None:
     if not isinstance(host, Mapping) or not host.get("shared_with_cluster"):
         return None
     idle, steal = float(host["idle_fraction"]), float(host["steal_fraction"])
+    steal_limit = float(host.get("steal_limit", HOST_MAX_STEAL_FRACTION))  # runs recorded before it existed
     cores = host.get("cpu_count", "?")
     if idle < HOST_MIN_IDLE_FRACTION:
         return (
@@ -283,9 +284,9 @@ def _host_saturated(host: object) -> str | None:
             f"boards, was {idle:.1%} idle over the run (need {HOST_MIN_IDLE_FRACTION:.0%}): the figures "
             "measure the host; raise --time-scale, use fewer boards or a bigger host"
         )
-    if steal > HOST_MAX_STEAL_FRACTION:
+    if steal > steal_limit:
         return (
             f"host_saturated: the hypervisor stole {steal:.1%} of this {cores}-core host's CPU time over "
-            f"the run (limit {HOST_MAX_STEAL_FRACTION:.0%}): the figures measure the neighbours"
+            f"the run (limit {steal_limit:.0%}, --max-steal): the figures measure the neighbours"
         )
     return None

@@ -8,15 +8,21 @@ from pathlib import Path
 
 import pytest
 from helpers import ansible
-from helpers.ansible import BIN, ROOT
+from helpers.ansible import ROOT
 from helpers.lab_fleet import SharedLab
 
-LAB_INVENTORY = ROOT / "inventory" / "lab" / "hosts.yml"
-# The modules that provision the 3-board lab with site.yml: one lab, booted once per session, serves
-# them all (each re-provisions it; on a lab that is up that costs a fraction of booting and the first
-# install). They run one after the other, and the lab is taken down after the last of them, so that
-# the modules that need no lab up (test_lab_fleet, test_preflight_fleet, ...) find none.
-SHARED_LAB_MODULES = ("test_faults_fleet.py", "test_operations_fleet.py")
+# The modules that need the 3-board lab up: one lab, booted once per session, serves them all (each
+# provisions it as it needs; on a lab that is up that costs a fraction of booting and the first
+# install). They run back to back in this order, and the lab is taken down after the last of them, so
+# that the modules that need no lab up (test_lab_fleet, ...) find none. The TLS module comes last: it
+# switches the fleet to mTLS, which a one-board-at-a-time roll back to plaintext could not cross.
+SHARED_LAB_MODULES = (
+    "test_faults_fleet.py",
+    "test_operations_fleet.py",
+    "test_preflight_fleet.py",
+    "test_site.py",
+    "test_site_tls.py",
+)
 _SHARED_LAB = SharedLab(3)
 
 
@@ -25,12 +31,13 @@ def _shares_the_lab(item: pytest.Item) -> bool:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The shared-lab modules run back to back, where the first of them was (file order otherwise)."""
+    """The shared-lab modules run back to back, in SHARED_LAB_MODULES order, where the first of them was."""
     shared = [item for item in items if _shares_the_lab(item)]
     if not shared:
         return
     first = items.index(shared[0])
     rest = [item for item in items if not _shares_the_lab(item)]
+    shared.sort(key=lambda item: SHARED_LAB_MODULES.index(item.path.name))  # stable: file order within
     items[:] = rest[:first] + shared + rest[first:]
 
 
@@ -48,29 +55,20 @@ def shared_lab(request: pytest.FixtureRequest) -> Iterator:
 
 
 @pytest.fixture(scope="module")
-def fleet() -> Iterator[Path]:
-    """The 3-board lab: a healthy running one is used and left up, else booted here and removed."""
+def lab_is_kept(shared_lab) -> bool:
+    """Whether the lab outlives this session (it was up before: someone's own lab, left running)."""
+    return not _SHARED_LAB.owned
+
+
+@pytest.fixture(scope="module")
+def fleet(request: pytest.FixtureRequest) -> Path:
+    """The shared 3-board lab's inventory (inventory/lab/hosts.yml), for modules that run the playbooks."""
     reason = ansible.lab_skip_reason()
     if reason:
         pytest.skip(reason)
-    from npudure.lab import network
-
-    status = ansible.run([BIN / "npudure", "lab", "status"], timeout=120)
-    owned = False
-    if status.returncode == 0 and LAB_INVENTORY.is_file():
-        pass  # someone's lab, healthy: use it, leave it running
-    elif network.link_exists(network.BRIDGE):
-        pytest.skip(f"another lab is up without inventory/lab/hosts.yml ({network.BRIDGE} exists)")
-    else:
-        up = ansible.run([BIN / "npudure", "lab", "up", "--boards", "3"], timeout=900)
-        if up.returncode != 0:
-            pytest.fail(f"npudure lab up failed:\n{up.stdout}\n{up.stderr}")
-        owned = True
-    try:
-        yield LAB_INVENTORY
-    finally:
-        if owned:
-            ansible.run([BIN / "npudure", "lab", "down"], timeout=300)
+    lab = request.getfixturevalue("shared_lab")
+    assert lab.inventory_path is not None, "the lab is up without an inventory"
+    return lab.inventory_path
 
 
 @pytest.fixture(scope="module")

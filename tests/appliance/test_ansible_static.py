@@ -7,6 +7,7 @@ Needs ansible-core and ansible-lint from the dev extras (in .venv); no root, no 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers.ansible import BIN, ROOT, local_env, render
+from helpers.ansible import BIN, BOARDS_AND_SCHEDULER, ROOT, local_env, render, run_local_play
 from helpers.role_scripts import load_role_script
 
 from npudure import config
@@ -361,3 +362,50 @@ def test_the_scheduler_is_handed_over_first_and_restarted_only_when_that_cannot_
     topics = {t["notify"] for t in tasks if "notify" in t}
     for topic in topics - {"Reload npudure-scheduler", "npudure scheduler token changed"}:
         assert topic in handover["listen"], topic
+
+
+def _make_admin_token(tmp_path: Path, controller: Path, on_host: Path) -> subprocess.CompletedProcess[str]:
+    """npudure_common's admin_token.yml on local hosts, as site.yml's first run on a new controller."""
+    hosts = tmp_path / "hosts.yml"
+    # The hosts run modules with this Python (the stat of the token "on the host" is a module run).
+    local = {
+        **BOARDS_AND_SCHEDULER,
+        "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable},
+    }
+    hosts.write_text(yaml.safe_dump({"all": local}))
+    play = {
+        "hosts": "boards",
+        "gather_facts": False,
+        "vars_files": [
+            str(ROOT / "roles/npudure_common" / part / "main.yml") for part in ("defaults", "vars")
+        ],
+        "tasks": [
+            {"ansible.builtin.include_tasks": str(ROOT / "roles/npudure_common/tasks/admin_token.yml")}
+        ],
+    }
+    playbook = tmp_path / "token.yml"
+    playbook.write_text(yaml.safe_dump([play]))
+    extra = {
+        "npudure_common_admin_token_controller": str(controller),
+        "npudure_common_admin_token_host": str(on_host),
+        "npudure_common_admin_token_legacy": str(tmp_path / "no-legacy-token"),
+    }
+    return run_local_play(tmp_path, hosts, playbook, extra)
+
+
+def test_a_new_controller_makes_the_admin_token_and_refuses_when_the_hosts_hold_one(tmp_path: Path) -> None:
+    # A fresh controller and fresh hosts: the token is made (no host holds one, and the refusal's
+    # message, which ansible-core renders even when the assertion holds, must not fail on that).
+    controller, on_host = tmp_path / "secrets" / "admin-token", tmp_path / "host-admin-token"
+    first = _make_admin_token(tmp_path, controller, on_host)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert len(controller.read_text().strip()) == 48 and controller.stat().st_mode & 0o077 == 0
+    # The controller lost it while the hosts (all local here) hold one: refused, with where it lives.
+    on_host.write_text(controller.read_text())
+    controller.unlink()
+    second = _make_admin_token(tmp_path, controller, on_host)
+    flat = " ".join((second.stdout + second.stderr).split())
+    assert second.returncode != 0 and "already hold an admin token" in flat, flat[-3000:]
+    # Every local host holds it here; the fix names one, by its address where it has one.
+    assert re.search(rf"scp root@(10\.0\.0\.11|board2|sched):{on_host} {controller}", flat), flat[-3000:]
+    assert not controller.exists()

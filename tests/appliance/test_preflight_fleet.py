@@ -8,7 +8,6 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -107,11 +106,10 @@ def test_a_new_board_with_another_hardware_or_runtime_is_refused(tmp_path: Path)
 
 
 @pytest.fixture(scope="module")
-def lab_inventory() -> Iterator[Path]:
-    from helpers.lab_fleet import running_lab
-
-    with running_lab(3) as lab:  # preflight installs nothing: a lab that is up is enough
-        yield lab.inventory_path
+def lab_inventory(shared_lab) -> Path:
+    # The session's lab (tests/appliance/conftest.py): preflight installs nothing, a lab that is up is enough.
+    assert shared_lab.inventory_path is not None
+    return shared_lab.inventory_path
 
 
 @pytest.mark.lab

@@ -6,8 +6,8 @@
 - molecule test (syntax, create, converge, idempotence, verify) on the lab, then a check-mode run on
   the converged fleet that changes nothing and does not fail, then molecule destroy.
 
-A lab that is already running (inventory/lab/hosts.yml present, every board answering) is used and
-left running; otherwise the module boots one and removes it at the end. Takes several minutes:
+Runs on the session's shared lab (tests/appliance/conftest.py): a lab that is already up is used and left
+running; otherwise one is booted for the lab modules and removed after the last. Takes several minutes:
     sudo .venv/bin/pytest -m lab tests/appliance/test_site.py
 
 The ``fleet`` and ``source`` fixtures are in tests/appliance/conftest.py.

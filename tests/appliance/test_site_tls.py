@@ -5,8 +5,8 @@ that changes nothing, verify.yml and a short benchmark.yml over TLS; then, from 
 plaintext client is refused by the scheduler and a certificate from the fleet CA whose CN is not an
 admin identity cannot call SetPolicy, while the operator's admin certificate can.
 
-Uses a running lab like tests/appliance/test_site.py (left running, but switched back to plaintext at the
-end), or boots one and removes it:
+Runs on the session's shared lab (tests/appliance/conftest.py), last of its modules; a lab that was
+already up is left running, switched back to plaintext at the end. Alone:
     sudo .venv/bin/pytest -m lab tests/appliance/test_site_tls.py
 """
 
@@ -39,6 +39,9 @@ QUICK_BENCH = {
     "npudure_bench_repetitions": 1,
     "npudure_bench_duration_s": 2,
     "npudure_bench_hetero": False,
+    # The TLS path is under test, not the figures: a hypervisor stealing 5-10% of this shared 2-core VM
+    # under load made every run invalid (host_saturated); the run still records the steal it saw.
+    "npudure_bench_extra_args": ["--max-steal", "30"],
 }
 
 
@@ -50,7 +53,7 @@ def ca_dir(fleet: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def tls_fleet(fleet: Path, source: Path, ca_dir: Path) -> Iterator[dict]:
+def tls_fleet(fleet: Path, source: Path, ca_dir: Path, lab_is_kept: bool) -> Iterator[dict]:
     extra = {
         "npudure_tls_enabled": True,
         "npudure_tls_ca_dir": str(ca_dir),
@@ -64,8 +67,8 @@ def tls_fleet(fleet: Path, source: Path, ca_dir: Path) -> Iterator[dict]:
         "npudure_serial": "100%",
     }
     yield {"inventory": fleet, "extra": extra}
-    # Leave a reused lab as the other tests expect it: plaintext.
-    _playbook(fleet, "site.yml", {**extra, "npudure_tls_enabled": False})
+    if lab_is_kept:  # someone's own lab: leave it as the other tests expect it, plaintext
+        _playbook(fleet, "site.yml", {**extra, "npudure_tls_enabled": False})
 
 
 def _playbook(

@@ -111,10 +111,19 @@ def render(
         ],
     }
     playbook.write_text(yaml.safe_dump([play]))
+    done = run_local_play(tmp_path, hosts, playbook, extra)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return out
+
+
+def run_local_play(
+    tmp_path: Path, hosts: Path, playbook: Path, extra: dict
+) -> subprocess.CompletedProcess[str]:
+    """ansible-playbook on local hosts with the repository's roles; its temp files under ``tmp_path``."""
     env = ansible_env(
         ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"), ANSIBLE_ROLES_PATH=str(ROOT / "roles")
     )
-    done = subprocess.run(
+    return subprocess.run(
         # Extra vars outrank the role files loaded as vars_files (as inventory values outrank defaults).
         [BIN / "ansible-playbook", "-i", hosts, "-e", json.dumps(extra), playbook],
         cwd=ROOT,
@@ -123,5 +132,3 @@ def render(
         text=True,
         timeout=180,
     )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return out

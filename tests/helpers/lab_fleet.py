@@ -43,9 +43,13 @@ class SharedLab:
         self.boards = boards
         self._lab = None
         self._stack: ExitStack | None = None
+        self.owned = False  # booted by this session (and so taken down by close)
 
     def get(self):
         if self._lab is None:
+            from npudure.lab import Lab
+
+            self.owned = not Lab().is_up
             stack = ExitStack()
             self._lab = stack.enter_context(running_lab(self.boards))  # skips when it cannot run
             self._stack = stack

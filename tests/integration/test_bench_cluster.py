@@ -48,13 +48,24 @@ def frames() -> FrameSet:
     return make_frame_set("raw", count=2, seed=3)
 
 
+# These tests judge the harness's plumbing and the rules they name, not figures: a hypervisor stealing
+# 5-10% of a shared CI machine's CPU under load (seen on this 2-core VM) must not make every run
+# invalid. The steal rule itself is tested in tests/unit/bench/test_emulation_lag.py.
+PLUMBING_MAX_STEAL = 0.3
+
+
 def _cluster_status(cluster: LocalCluster) -> pb.ClusterStatus:
     with security.channel(cluster.address) as channel:
         return rpc.ClusterStub(channel).GetClusterStatus(pb.ClusterStatusRequest(), timeout=5)
 
 
 def _session(cluster: LocalCluster, out: Path, frames: FrameSet, **kw: object) -> BenchSession:
-    settings = BenchSettings(warmup_s=0.5, duration_s=kw.pop("duration_s", 2.0), settle_s=0.1)  # type: ignore[arg-type]
+    settings = BenchSettings(
+        warmup_s=0.5,
+        duration_s=kw.pop("duration_s", 2.0),  # type: ignore[arg-type]
+        settle_s=0.1,
+        max_steal_fraction=PLUMBING_MAX_STEAL,
+    )
     return BenchSession(cluster.address, out, settings, frames, progress="quiet", command=["test"], **kw)  # type: ignore[arg-type]
 
 

@@ -124,6 +124,8 @@ def test_host_window_fractions() -> None:
     assert got is not None
     assert got["idle_fraction"] == pytest.approx(0.01)
     assert got["steal_fraction"] == pytest.approx(0.05)
+    assert got["steal_limit"] == validity.HOST_MAX_STEAL_FRACTION
+    assert host_window(before, after, shared=True, max_steal=0.3)["steal_limit"] == 0.3  # type: ignore[index]
     assert host_window(after, before, shared=True) is None
     assert host_window(None, after, shared=True) is None
 
@@ -135,7 +137,12 @@ def test_host_saturated_only_when_the_host_is_shared() -> None:
     assert validity._host_saturated({**busy, "shared_with_cluster": False}) is None
     assert validity._host_saturated({**busy, "idle_fraction": 0.5}) is None
     stolen = validity._host_saturated({**busy, "idle_fraction": 0.5, "steal_fraction": 0.2})
-    assert stolen and "stole 20.0%" in stolen
+    assert stolen and "stole 20.0%" in stolen and "limit 5%, --max-steal" in stolen
+    # A run allowed more (--max-steal 30, recorded with it) is judged by its own limit.
+    assert (
+        validity._host_saturated({**busy, "idle_fraction": 0.5, "steal_fraction": 0.2, "steal_limit": 0.3})
+        is None
+    )
     assert validity._host_saturated(None) is None
 
 
