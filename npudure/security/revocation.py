@@ -4,7 +4,8 @@ the scheduler.
 gRPC's TLS checks the chain but not a CRL, so the check is made per call: the peer certificate from
 ``context.auth_context()`` (``x509_pem_cert``), its verdict cached by the certificate's bytes, so a
 call costs one dict lookup once a connection's certificate has been seen. A revoked peer gets
-UNAUTHENTICATED with a message naming the revocation.
+UNAUTHENTICATED with a message naming the revocation, and the journal one warning at most every
+``LOG_EVERY_S`` (with a count of those held back).
 
 The list is read at start-up (a CRL not signed by the trusted CA, or unparseable, stops the start)
 and again by ``reload`` (the scheduler's ``systemctl reload``); the cache is emptied then.
@@ -12,9 +13,8 @@ and again by ``reload`` (the scheduler's ``systemctl reload``); the cache is emp
 
 from __future__ import annotations
 
-import inspect
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -22,14 +22,14 @@ from cryptography import x509
 
 from npudure.config import TlsConfig
 from npudure.security import crl
+from npudure.service import handlers
+from npudure.service.decoding import LOG_EVERY_S
+from npudure.service.handlers import RateLimitedLog
 
 log = logging.getLogger(__name__)
 
 # Certificates whose verdict is kept; beyond it the cache starts afresh (a fleet has a few dozen).
 MAX_CACHED = 4096
-
-_Handler = Any
-_Context = grpc.aio.ServicerContext[Any, Any]
 
 
 class Revocations:
@@ -77,17 +77,18 @@ class Revocations:
 class RevocationCheck(grpc.aio.ServerInterceptor):
     """Every method's handler wrapped: the peer's certificate is checked before the servicer runs."""
 
-    def __init__(self, revocations: Revocations) -> None:
+    def __init__(self, revocations: Revocations, log_every_s: float = LOG_EVERY_S) -> None:
         self.revocations = revocations
+        self._log = RateLimitedLog(log, log_every_s)  # a revoked client may retry in a tight loop
 
-    async def _check(self, context: _Context) -> None:
+    async def _check(self, context: handlers.Context) -> None:
         pem = next(iter(context.auth_context().get("x509_pem_cert", ())), None)
         if pem is None:
             return
         serial = self.revocations.revoked_serial(pem)
         if serial is None:
             return
-        log.warning(
+        self._log.warn(
             "refused %s: its certificate (serial %s) is revoked", context.peer(), crl.serial_text(serial)
         )
         await context.abort(
@@ -104,46 +105,4 @@ class RevocationCheck(grpc.aio.ServerInterceptor):
         handler = await continuation(handler_call_details)
         if handler is None:
             return None
-        check = self._check
-        parse, serialize = handler.request_deserializer, handler.response_serializer
-        if handler.unary_unary:
-            inner_uu: _Handler = handler.unary_unary
-
-            async def unary_unary(request: object, context: _Context) -> object:
-                await check(context)
-                return await inner_uu(request, context)
-
-            return grpc.unary_unary_rpc_method_handler(unary_unary, parse, serialize)
-        if handler.stream_unary:
-            inner_su: _Handler = handler.stream_unary
-
-            async def stream_unary(requests: AsyncIterator[object], context: _Context) -> object:
-                await check(context)
-                return await inner_su(requests, context)
-
-            return grpc.stream_unary_rpc_method_handler(stream_unary, parse, serialize)
-        if handler.unary_stream:
-            return grpc.unary_stream_rpc_method_handler(
-                _streaming(handler.unary_stream, check), parse, serialize
-            )
-        return grpc.stream_stream_rpc_method_handler(
-            _streaming(handler.stream_stream, check), parse, serialize
-        )
-
-
-def _streaming(inner: _Handler, check: Callable[[_Context], Awaitable[None]]) -> _Handler:
-    """A streaming reply handler: an async generator stays one, one that writes with context.write() too."""
-    if inspect.isasyncgenfunction(inner):
-
-        async def generator(request: object, context: _Context) -> AsyncIterator[object]:
-            await check(context)
-            async for reply in inner(request, context):
-                yield reply
-
-        return generator
-
-    async def writer(request: object, context: _Context) -> object:
-        await check(context)
-        return await inner(request, context)
-
-    return writer
+        return handlers.wrap(handler, on_call=self._check, request_deserializer=handler.request_deserializer)

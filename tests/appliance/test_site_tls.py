@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -186,3 +187,43 @@ def test_only_an_admin_certificate_may_set_the_policy(tls_fleet: dict, ca_dir: P
     admin = ca_dir / "admin"
     with _secure(address, ca, admin / "admin.crt", admin / "admin.key") as channel:
         rpc.ClusterStub(channel).SetPolicy(pb.SetPolicyRequest(policy=policy), timeout=5)
+
+
+# A CA rotation on the lab's hosts with rotate-ca.yml as an operator runs it (the default roll: boards
+# drained one at a time, then the scheduler handed over), without load: its under-load figure is
+# tests/integration/test_ca_rotation.py on loopback. ~3 rolls of the fleet: longer than CI's budget.
+@pytest.mark.long
+@pytest.mark.timeout(3600)
+def test_rotate_ca_rolls_a_new_ca_out_to_the_lab_hosts(tls_fleet: dict, ca_dir: Path, tmp_path: Path) -> None:
+    from npudure.proto.contract import board_state_label
+
+    inventory = tls_fleet["inventory"]
+    extra = {k: v for k, v in tls_fleet["extra"].items() if k != "npudure_serial"}
+    address = _scheduler_address(inventory)
+    old = tmp_path / "old"
+    old.mkdir()
+    for name in ("admin/admin.crt", "admin/admin.key", "ca.crt"):
+        shutil.copy2(ca_dir / name, old / Path(name).name)
+    out_of_order = _playbook(inventory, "rotate-ca.yml", {**extra, "npudure_ca_rotation": "switch"})
+    flat = " ".join((out_of_order.stdout + out_of_order.stderr).split())
+    assert out_of_order.returncode != 0 and "no CA rotation is under way: start one first" in flat, flat[
+        -3000:
+    ]
+    for phase in ("start", "switch", "finish"):
+        done = _playbook(inventory, "rotate-ca.yml", {**extra, "npudure_ca_rotation": phase}, timeout=1800)
+        assert done.returncode == 0, f"{phase}: " + (done.stdout + done.stderr)[-8000:]
+        trust = ca_dir / ("ca.crt" if phase == "finish" else "trust.crt")
+        admin = ca_dir / "admin"
+        # The operator's admin certificate as the phase left it: every board UP behind the scheduler.
+        with _secure(address, trust, admin / "admin.crt", admin / "admin.key") as channel:
+            status = rpc.ClusterStub(channel).GetClusterStatus(pb.ClusterStatusRequest(), timeout=10)
+        states = {b.name: board_state_label(b.state) for b in status.boards}
+        assert states == dict.fromkeys(("board1", "board2", "board3"), "UP"), f"{phase}: {states}"
+    assert (ca_dir / "ca.crt").read_bytes() != (old / "ca.crt").read_bytes(), "the CA was not replaced"
+    # The old CA is gone from the fleet: a certificate it issued no longer gets through the handshake.
+    with (
+        _secure(address, ca_dir / "ca.crt", old / "admin.crt", old / "admin.key") as channel,
+        pytest.raises(grpc.RpcError) as caught,
+    ):
+        rpc.ClusterStub(channel).GetClusterStatus(pb.ClusterStatusRequest(), timeout=10)
+    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE

@@ -1,7 +1,9 @@
 """A revoked client certificate on real processes (loopback, mutual TLS): served before, refused
 UNAUTHENTICATED by the scheduler once ``npudure pki revoke`` has listed it and the scheduler has been
 reloaded (no restart), and by an agent once it has started with the CRL; a certificate not listed is
-served throughout, and the scheduler keeps reaching its boards.
+served throughout, and the scheduler keeps reaching its boards. Central and proxyless load under a
+certificate that stays valid runs across the revocation, the reload and the agent's restart: no
+request fails and no stretch of MAX_GAP_S passes without a reply.
 
 The services' CRL is the default one, ``crl.pem`` beside their ``tls.ca``: here the CA folder itself,
 where ``revoke`` writes it (on a fleet the npudure_tls role copies it beside /etc/npudure/tls/ca.crt).
@@ -9,14 +11,18 @@ where ``revoke`` writes it (on a fleet the npudure_tls role copies it beside /et
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import grpc
 import pytest
 from helpers.cli import run_npudure, run_service
-from helpers.fleet_ops import board_states, reload, wait_for
+from helpers.fleet_ops import FRAME, board_states, failures, reload, wait_for
 from helpers.mtls_cluster import as_client, tls_section
 
+from npudure.faults.background import BackgroundLoad
+from npudure.faults.operations import MAX_GAP_S
 from npudure.lab.local import LocalCluster, free_port
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
@@ -29,7 +35,8 @@ def certs(tmp_path: Path) -> dict[str, pki.Issued]:
     ca = tmp_path / "ca"
     pki.make_ca(ca)
     return {
-        "agent": pki.issue(ca, "board", ["127.0.0.1"], tmp_path / "agent"),
+        # The fleet name as the tls role adds it: proxyless clients check the boards against it.
+        "agent": pki.issue(ca, "board", ["127.0.0.1", security.AGENT_FLEET_NAME], tmp_path / "agent"),
         "scheduler": pki.issue(ca, "npudure-scheduler", ["127.0.0.1"], tmp_path / "scheduler"),
         "admin": pki.issue(ca, "npudure-admin", [], tmp_path / "admin", usage="client-only"),
         "leaving": pki.issue(ca, "board3", [], tmp_path / "leaving", usage="client-only"),
@@ -76,30 +83,61 @@ def test_a_revoked_client_is_refused_after_a_reload_and_by_a_restarted_agent(
             assert _status(cluster.address, scheduler=True) is None
             assert _status(board1, scheduler=False) is None
 
-        revoked = run_npudure("pki", "revoke", "--ca-dir", str(ca_dir), "--cert", str(certs["leaving"].cert))
-        assert revoked.returncode == 0, revoked.stderr
-        as_client(monkeypatch, certs["leaving"])
-        assert _status(cluster.address, scheduler=True) is None  # the running list, until the reload
-
-        as_client(monkeypatch, certs["admin"])
-        done = reload(cluster)
-        assert done.returncode == 0, done.stderr
-        assert "1 certificate(s) revoked" in done.stdout
-        as_client(monkeypatch, certs["leaving"])
-        assert _status(cluster.address, scheduler=True) == grpc.StatusCode.UNAUTHENTICATED
-        assert _status(board1, scheduler=False) is None  # the agent read its CRL at start
+        # Load in both modes under a certificate that stays valid, across the revocation, the reload and
+        # the agent's restart: none of it may cost a request or a stretch of MAX_GAP_S without a reply.
         as_client(monkeypatch, certs["staying"])
-        assert _status(cluster.address, scheduler=True) is None
+        stop = threading.Event()
+        loads = [
+            BackgroundLoad(cluster.address, [FRAME], 3, 0.5, 300, time.perf_counter(), mode=mode, stop=stop)
+            for mode in ("scheduler", "proxyless")
+        ]
+        for load in loads:
+            load.start()
+        time.sleep(2.0)
+        try:
+            _revoke_reload_restart(cluster, certs, ca_dir, monkeypatch)
+        finally:
+            stop.set()
+        for load in loads:
+            failed, total, errors, gap = failures(load)
+            print(
+                f"revoke + reload + agent restart under {load.mode} load: {failed}/{total} failed, "
+                f"gap {gap:.2f}s"
+            )
+            assert failed == 0 and total > 0, (load.mode, failed, total, errors)
+            assert gap < MAX_GAP_S, (load.mode, gap)
 
-        as_client(monkeypatch, certs["admin"])
-        cluster.restart_agent("board1")  # a board's drained restart: it reads the CRL again
-        as_client(monkeypatch, certs["leaving"])
-        assert _status(board1, scheduler=False) == grpc.StatusCode.UNAUTHENTICATED
-        as_client(monkeypatch, certs["staying"])
-        assert _status(board1, scheduler=False) is None
-        as_client(monkeypatch, certs["admin"])
-        wait_for("both boards UP", lambda: set(board_states(cluster).values()) == {"UP"})
-        assert "is revoked" in cluster.logs("scheduler")
+
+def _revoke_reload_restart(
+    cluster: LocalCluster, certs: dict[str, pki.Issued], ca_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``leaving`` revoked: served until the scheduler's reload, then refused by it; refused by board1
+    once it has restarted (it reads the CRL at start); ``staying`` served throughout."""
+    board1 = cluster.agents["board1"].address
+    revoked = run_npudure("pki", "revoke", "--ca-dir", str(ca_dir), "--cert", str(certs["leaving"].cert))
+    assert revoked.returncode == 0, revoked.stderr
+    as_client(monkeypatch, certs["leaving"])
+    assert _status(cluster.address, scheduler=True) is None  # the running list, until the reload
+
+    as_client(monkeypatch, certs["admin"])
+    done = reload(cluster)
+    assert done.returncode == 0, done.stderr
+    assert "1 certificate(s) revoked" in done.stdout
+    as_client(monkeypatch, certs["leaving"])
+    assert _status(cluster.address, scheduler=True) == grpc.StatusCode.UNAUTHENTICATED
+    assert _status(board1, scheduler=False) is None  # the agent read its CRL at start
+    as_client(monkeypatch, certs["staying"])
+    assert _status(cluster.address, scheduler=True) is None
+
+    as_client(monkeypatch, certs["admin"])
+    cluster.restart_agent("board1")  # a board's drained restart: it reads the CRL again
+    as_client(monkeypatch, certs["leaving"])
+    assert _status(board1, scheduler=False) == grpc.StatusCode.UNAUTHENTICATED
+    as_client(monkeypatch, certs["staying"])
+    assert _status(board1, scheduler=False) is None
+    as_client(monkeypatch, certs["admin"])
+    wait_for("both boards UP", lambda: set(board_states(cluster).values()) == {"UP"})
+    assert "is revoked" in cluster.logs("scheduler")
 
 
 def test_an_agent_refuses_to_start_with_a_crl_of_another_ca(certs, tmp_path: Path) -> None:

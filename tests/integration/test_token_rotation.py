@@ -23,8 +23,13 @@ OLD, NEW, FOREIGN = "o" * 40, "n" * 40, "f" * 40
 
 
 def _write(path, *tokens: str) -> None:
-    path.write_text("".join(f"{t}\n" for t in tokens))
-    path.chmod(0o600)
+    # Replaced in one rename, as Ansible's copy module installs it on a host: a process reading the
+    # file meanwhile (the load generator opening its channel) sees the old or the new one, never an
+    # empty file (which a truncate-then-write showed it, and it rightly refused).
+    part = path.with_name(f".{path.name}.part")
+    part.write_text("".join(f"{t}\n" for t in tokens))
+    part.chmod(0o600)
+    part.replace(path)
 
 
 def _admin_ok(address: str, token: str, node: bool = False) -> bool:

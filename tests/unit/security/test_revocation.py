@@ -1,9 +1,11 @@
 """The revocation interceptor on an in-process grpc.aio server with mutual TLS: a unary call and a
 streaming one (health Watch, which writes with context.write) are refused UNAUTHENTICATED for a
-listed certificate and served for another; the server's own interceptors still run after it."""
+listed certificate and served for another, with one warning in the log for many refusals; the
+server's own interceptors still run after it."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import grpc
@@ -52,7 +54,9 @@ async def _calls(address: str, client: pki.Issued) -> tuple[grpc.StatusCode, grp
     return check, streamed, details
 
 
-async def test_a_listed_certificate_is_refused_on_unary_and_streaming_calls(issued) -> None:
+async def test_a_listed_certificate_is_refused_on_unary_and_streaming_calls(
+    issued, caplog: pytest.LogCaptureFixture
+) -> None:
     revocations = Revocations(_tls(issued["server"]))
     server = grpc_limits.server(ServerLimits(), 1 << 20, 16, interceptors=[RevocationCheck(revocations)])
     health_pb2_grpc.add_HealthServicer_to_server(health.aio.HealthServicer(), server)
@@ -63,6 +67,10 @@ async def test_a_listed_certificate_is_refused_on_unary_and_streaming_calls(issu
         check, watch, details = await _calls(address, issued["revoked"])
         assert (check, watch) == (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.UNAUTHENTICATED)
         assert "is revoked" in details and revocations.path in details
+        await _calls(address, issued["revoked"])
+        # Four refused calls, one warning: a revoked client retrying in a loop cannot fill the journal.
+        refused = [r for r in caplog.records if "is revoked" in r.getMessage()]
+        assert len(refused) == 1 and refused[0].levelno == logging.WARNING, refused
         assert (await _calls(address, issued["kept"]))[:2] == (grpc.StatusCode.OK, grpc.StatusCode.OK)
         revocations.apply(frozenset())  # what a reload to an empty list does: served again
         assert (await _calls(address, issued["revoked"]))[:2] == (grpc.StatusCode.OK, grpc.StatusCode.OK)

@@ -1,0 +1,125 @@
+"""Wrap a gRPC method handler of any kind with work done before the servicer: the server interceptors'
+one piece of plumbing (npudure/service/decoding.py parses requests, npudure/security/revocation.py
+checks the peer).
+
+grpc.aio hands an interceptor a handler of one of four kinds (unary or stream requests, unary or
+stream replies); a streaming reply handler is an async generator or a coroutine that writes with
+``context.write()``, and the wrapper must stay the same kind or grpc treats it wrongly. ``wrap``
+keeps the kind and runs ``on_call`` once per call before the servicer, and ``on_request`` on every
+request (the single one, or each of a stream) to produce what the servicer receives.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+
+# The servicer's handlers, type-erased: grpc-stubs types RpcMethodHandler's callables as synchronous,
+# while grpc.aio's are coroutines or async generators, and each method has its own message types.
+Handler = Any
+Context = grpc.aio.ServicerContext[Any, Any]
+OnCall = Callable[[Context], Awaitable[None]]
+OnRequest = Callable[[Any, Context], Awaitable[object]]
+
+
+async def _no_call(context: Context) -> None:
+    return None
+
+
+async def _same_request(request: object, context: Context) -> object:
+    return request
+
+
+def wrap(
+    handler: grpc.RpcMethodHandler[Any, Any],
+    *,
+    on_call: OnCall = _no_call,
+    on_request: OnRequest = _same_request,
+    request_deserializer: Callable[[bytes], object] | None,
+) -> grpc.RpcMethodHandler[Any, Any]:
+    """``handler`` with ``on_call`` and ``on_request`` in front; grpc parses requests with
+    ``request_deserializer`` (None: the servicer, or ``on_request``, gets the bytes)."""
+    serialize = handler.response_serializer
+    if handler.unary_unary:
+        inner_uu: Handler = handler.unary_unary
+
+        async def unary_unary(request: object, context: Context) -> object:
+            await on_call(context)
+            return await inner_uu(await on_request(request, context), context)
+
+        return grpc.unary_unary_rpc_method_handler(unary_unary, request_deserializer, serialize)
+    if handler.unary_stream:
+        return grpc.unary_stream_rpc_method_handler(
+            _streaming(handler.unary_stream, on_call, on_request), request_deserializer, serialize
+        )
+    requests = _each(on_request)
+    if handler.stream_unary:
+        inner_su: Handler = handler.stream_unary
+
+        async def stream_unary(stream: AsyncIterator[object], context: Context) -> object:
+            await on_call(context)
+            return await inner_su(requests(stream, context), context)
+
+        return grpc.stream_unary_rpc_method_handler(stream_unary, request_deserializer, serialize)
+
+    async def request_stream(stream: AsyncIterator[object], context: Context) -> object:
+        return requests(stream, context)
+
+    return grpc.stream_stream_rpc_method_handler(  # the only kind left
+        _streaming(handler.stream_stream, on_call, request_stream), request_deserializer, serialize
+    )
+
+
+def _streaming(inner: Handler, on_call: OnCall, on_request: OnRequest) -> Handler:
+    """A streaming reply handler: an async generator stays one, one that writes with context.write() too."""
+    if inspect.isasyncgenfunction(inner):
+
+        async def generator(request: object, context: Context) -> AsyncIterator[object]:
+            await on_call(context)
+            async for reply in inner(await on_request(request, context), context):
+                yield reply
+
+        return generator
+
+    async def writer(request: object, context: Context) -> object:
+        await on_call(context)
+        return await inner(await on_request(request, context), context)
+
+    return writer
+
+
+def _each(on_request: OnRequest) -> Callable[[AsyncIterator[object], Context], AsyncIterator[object]]:
+    """``on_request`` over a request stream, as the stream the servicer reads."""
+    if on_request is _same_request:
+        return lambda requests, context: requests
+
+    async def stream(requests: AsyncIterator[object], context: Context) -> AsyncIterator[object]:
+        async for request in requests:
+            yield await on_request(request, context)
+
+    return stream
+
+
+class RateLimitedLog:
+    """A warning at most once per ``every_s``, saying how many were held back since the last one: a
+    hostile client must not be able to fill the journal."""
+
+    def __init__(self, logger: logging.Logger, every_s: float) -> None:
+        self.logger = logger
+        self.every_s = every_s
+        self.last = float("-inf")
+        self.suppressed = 0
+
+    def warn(self, message: str, *args: object) -> None:
+        now = time.monotonic()
+        if now - self.last < self.every_s:
+            self.suppressed += 1
+            return
+        more = f" ({self.suppressed} more since the last line)" if self.suppressed else ""
+        self.logger.warning(message + "%s", *args, more)
+        self.last, self.suppressed = now, 0
