@@ -23,8 +23,7 @@ from cryptography import x509
 from npudure.config import TlsConfig
 from npudure.security import crl
 from npudure.service import handlers
-from npudure.service.decoding import LOG_EVERY_S
-from npudure.service.handlers import RateLimitedLog
+from npudure.service.handlers import LOG_EVERY_S, RateLimitedLog
 
 log = logging.getLogger(__name__)
 

@@ -17,11 +17,9 @@ from typing import Any
 import grpc
 
 from npudure.service import handlers
-from npudure.service.handlers import RateLimitedLog
+from npudure.service.handlers import LOG_EVERY_S, RateLimitedLog
 
 log = logging.getLogger(__name__)
-
-LOG_EVERY_S = 10.0
 
 
 def _short(error: Exception) -> str:

@@ -15,7 +15,7 @@ import pytest
 
 @contextmanager
 def running_lab(boards: int = 3) -> Iterator:
-    """The lab, up (reused or booted here), not provisioned."""
+    """(the lab, up and not provisioned; whether it was booted here and is taken down at the end)."""
     from npudure.faults import fleet as fleetmod
     from npudure.lab import Lab, network
 
@@ -29,7 +29,7 @@ def running_lab(boards: int = 3) -> Iterator:
     except fleetmod.FaultsError as exc:  # a lab of another shape is up, or it cannot boot here
         pytest.skip(str(exc))
     try:
-        yield lab
+        yield lab, owned
     finally:
         if owned:
             lab.down(log=lambda _m: None)
@@ -47,11 +47,8 @@ class SharedLab:
 
     def get(self):
         if self._lab is None:
-            from npudure.lab import Lab
-
-            self.owned = not Lab().is_up
             stack = ExitStack()
-            self._lab = stack.enter_context(running_lab(self.boards))  # skips when it cannot run
+            self._lab, self.owned = stack.enter_context(running_lab(self.boards))  # skips if it cannot run
             self._stack = stack
         return self._lab
 

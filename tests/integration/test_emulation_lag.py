@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers.host_steal import PLUMBING_MAX_STEAL
 from helpers.scaling_spec import scaling_spec
 
 from npudure.bench import BenchSession, BenchSettings, validity
@@ -15,9 +16,10 @@ from npudure.lab.local import LocalCluster
 
 def _run(time_scale: float, per_board: int, out: Path) -> dict:
     frames = make_frame_set("raw", count=2, seed=5)
-    # The lag rule is under test, not the host: a hypervisor's steal on a shared CI VM (5-10% under
-    # load here) must not decide the run; the steal rule is tested in tests/unit/bench/test_emulation_lag.py.
-    settings = BenchSettings(warmup_s=0.5, duration_s=3.0, settle_s=0.0, max_steal_fraction=0.3)
+    # The lag rule is under test, not the host's steal (helpers/host_steal.py).
+    settings = BenchSettings(
+        warmup_s=0.5, duration_s=3.0, settle_s=0.0, max_steal_fraction=PLUMBING_MAX_STEAL
+    )
     with (
         LocalCluster(boards=2, time_scale=time_scale, policy="least_inflight") as cluster,
         BenchSession(cluster.address, out, settings, frames, progress="quiet", command=["test"]) as bench,
