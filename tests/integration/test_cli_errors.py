@@ -57,6 +57,18 @@ def test_bench_with_an_unknown_policy_stops_before_the_result_folder(tmp_path: P
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    ("value", "needle"), [("200", "between 0 and 100"), ("lots", "a percentage such as 5")]
+)
+def test_bench_with_a_bad_max_steal_stops_before_the_result_folder(
+    tmp_path: Path, value: str, needle: str
+) -> None:
+    out = tmp_path / "result"
+    argv = ["bench", "run", "--target", f"127.0.0.1:{free_port()}", "--out", str(out), "--max-steal", value]
+    one_clear_line(run_npudure(*argv), 2, "--max-steal", needle)
+    assert not out.exists()
+
+
 def test_bench_with_an_unusable_out_is_refused_before_starting(tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("")
