@@ -9,7 +9,10 @@ Same run, same client, same frames over real gRPC on loopback:
 * ``agent raw``: a real agent (``sim`` backend, EMULATED NPU, tiny time scale so the NPU is never the
   limit) fed 640x640 raw frames;
 * ``agent jpeg``: the same agent fed 640x640 JPEGs; ``agent jpeg1080``: 1920x1080 JPEGs (decoded at
-  3/8 scale, 720x405, by libjpeg's DCT scaling, then letterboxed to 640).
+  3/8 scale, 720x405, by libjpeg's DCT scaling, then letterboxed to 640);
+* ``floor mtls`` and ``agent raw mtls``: the same floor and a second agent, both requiring mutual TLS
+  (a CA and certificates made for the run), fed raw frames: what TLS costs a board, and its
+  ``peer_check`` stage, the per-call CRL check of a TLS fleet.
 
 Per path: the server process's CPU (utime + stime from /proc, all threads) divided by frames, and
 for the agent the per-stage thread CPU it reports in /metrics (``npudure_agent_stage_cpu_seconds``)
@@ -32,12 +35,14 @@ import io
 import os
 import platform
 import signal
+import ssl
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,36 +52,39 @@ from npudure.agent.cpu_account import STAGES, THREADS
 from npudure.bench.cpu import process_cpu_s
 from npudure.bench.fmt import f, text_table
 from npudure.bench.results import write_json
-from npudure.lab.local import free_port, wait_serving
+from npudure.lab.local import free_port
+from npudure.proto import contract
 from npudure.proto import inference_pb2 as pb
+from npudure.security import pki
 from npudure.service.runtime import MALLOC_TUNING
 from npudure.vision import frames
 
-INFER_METHOD = "/npudure.v1.Inference/Infer"
 MAX_MESSAGE = 16 * 1024 * 1024
 # Thread-clock reads per OK raw frame: parse 2, check 2, decode 2, reply 2, serialize 2, pool 2, sim 4.
 READS_PER_FRAME = 16
-PATHS = ("floor", "agent raw", "agent jpeg", "agent jpeg1080")
+PATHS = ("floor", "agent raw", "agent jpeg", "agent jpeg1080", "floor mtls", "agent raw mtls")
+AGENT_PATHS = tuple(p for p in PATHS if p.startswith("agent"))
 _STAGE_LINE = "npudure_agent_stage_cpu_seconds_total{"
 
 
 # ====================================================================== the floor server
-async def _floor(port: int) -> None:
+async def _floor(port: int, tls_dir: Path | None) -> None:
     async def take(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         return b""  # the bytes were received; nothing is parsed or answered
 
-    server = grpc.aio.server(
-        options=[
-            ("grpc.so_reuseport", 0),
-            ("grpc.max_receive_message_length", MAX_MESSAGE),
-            ("grpc.max_send_message_length", MAX_MESSAGE),
-        ]
-    )
+    server = grpc.aio.server(options=[("grpc.so_reuseport", 0), *contract.message_size_options(MAX_MESSAGE)])
     handler = grpc.unary_unary_rpc_method_handler(take)
     server.add_generic_rpc_handlers(
-        (grpc.method_handlers_generic_handler("npudure.v1.Inference", {"Infer": handler}),)
+        (grpc.method_handlers_generic_handler(contract.INFERENCE, {"Infer": handler}),)
     )
-    server.add_insecure_port(f"127.0.0.1:{port}")
+    if tls_dir is None:
+        server.add_insecure_port(f"127.0.0.1:{port}")
+    else:  # what the agent's TLS port requires: a client certificate signed by the CA
+        pair = ((tls_dir / "agent.key").read_bytes(), (tls_dir / "agent.crt").read_bytes())
+        credentials = grpc.ssl_server_credentials(
+            [pair], (tls_dir / pki.CA_CERT).read_bytes(), require_client_auth=True
+        )
+        server.add_secure_port(f"127.0.0.1:{port}", credentials)
     await server.start()
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
@@ -103,50 +111,89 @@ def _stop(process: subprocess.Popen) -> None:
             process.wait(5)
 
 
-def _wait_port(port: int, process: subprocess.Popen, timeout_s: float = 30) -> None:
+def _wait_port(target: Target, process: subprocess.Popen, timeout_s: float = 60) -> None:
+    """Until a connection (and its TLS handshake) to ``target`` succeeds."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"the floor server exited with code {process.returncode}")
-        with (
-            grpc.insecure_channel(f"127.0.0.1:{port}") as channel,
-            contextlib.suppress(grpc.FutureTimeoutError),
-        ):
+            raise RuntimeError(f"the server for {target.address} exited with code {process.returncode}")
+        channel = (
+            grpc.secure_channel(target.address, target.tls.channel_credentials())
+            if target.tls
+            else grpc.insecure_channel(target.address)
+        )
+        with channel, contextlib.suppress(grpc.FutureTimeoutError):
             grpc.channel_ready_future(channel).result(timeout=1)
             return
-    raise TimeoutError("the floor server did not start")
+    raise TimeoutError(f"the server for {target.address} did not start within {timeout_s:.0f}s")
 
 
-def _agent_config(workdir: Path, port: int, metrics_port: int, time_scale: float) -> Path:
+def _agent_config(
+    workdir: Path, port: int, metrics_port: int, time_scale: float, tls_dir: Path | None = None
+) -> Path:
     import yaml
 
-    path = workdir / "agent.yml"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "node_name": "cpu-bench",
-                "listen": f"127.0.0.1:{port}",
-                "metrics_port": metrics_port,
-                "backend": "sim",
-                "npu_cores": 2,
-                "queue_limit": 256,
-                "sim": {"time_scale": time_scale, "jitter_cv": 0.0},
-            }
-        )
-    )
+    config: dict[str, Any] = {
+        "node_name": "cpu-bench",
+        "listen": f"127.0.0.1:{port}",
+        "metrics_port": metrics_port,
+        "backend": "sim",
+        "npu_cores": 2,
+        "queue_limit": 256,
+        "sim": {"time_scale": time_scale, "jitter_cv": 0.0},
+    }
+    if tls_dir is not None:
+        config["tls"] = {
+            k: str(tls_dir / f) for k, f in (("ca", pki.CA_CERT), ("cert", "agent.crt"), ("key", "agent.key"))
+        }
+    path = workdir / ("agent-mtls.yml" if tls_dir else "agent.yml")
+    path.write_text(yaml.safe_dump(config))
     return path
 
 
+class Tls:
+    """A CA made for the run, the servers' certificate (agent.crt, SAN 127.0.0.1) and a client's."""
+
+    def __init__(self, directory: Path) -> None:
+        self.dir = directory
+        pki.make_ca(directory)
+        pki.issue(directory, "agent", ["127.0.0.1"])
+        client = pki.issue(directory, "cpu-bench-client", [], usage="client-only")
+        self.ca, self.cert, self.key = (p.read_bytes() for p in (client.ca, client.cert, client.key))
+        self.paths = client
+
+    def channel_credentials(self) -> grpc.ChannelCredentials:
+        return grpc.ssl_channel_credentials(self.ca, self.key, self.cert)
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """For the agent's /metrics, which asks a TLS agent's scrapers for a certificate too."""
+        context = ssl.create_default_context(cafile=str(self.paths.ca))
+        context.load_cert_chain(str(self.paths.cert), str(self.paths.key))
+        return context
+
+
 # ====================================================================== load and meters
-async def _drive(address: str, requests: list[bytes], count: int, concurrency: int) -> int:
+@dataclass(frozen=True)
+class Target:
+    """One path's server: where to send, whose CPU to read, where its stage counters are."""
+
+    address: str
+    pid: int
+    metrics_port: int | None = None
+    tls: Tls | None = None
+
+
+async def _drive(target: Target, requests: list[bytes], count: int, concurrency: int) -> int:
     """``count`` calls, ``concurrency`` outstanding, cycling over ``requests``; returns failures."""
     failures = 0
-    options = [
-        ("grpc.max_send_message_length", MAX_MESSAGE),
-        ("grpc.max_receive_message_length", MAX_MESSAGE),
-    ]
-    async with grpc.aio.insecure_channel(address, options=options) as channel:
-        call = channel.unary_unary(INFER_METHOD)
+    options = contract.message_size_options(MAX_MESSAGE)
+    channel = (
+        grpc.aio.secure_channel(target.address, target.tls.channel_credentials(), options=options)
+        if target.tls
+        else grpc.aio.insecure_channel(target.address, options=options)
+    )
+    async with channel:
+        call = channel.unary_unary(contract.INFER_METHOD)
         next_i = iter(range(count))
 
         async def worker() -> None:
@@ -161,9 +208,10 @@ async def _drive(address: str, requests: list[bytes], count: int, concurrency: i
     return failures
 
 
-def _scrape(metrics_port: int) -> dict[str, float]:
+def _scrape(metrics_port: int, tls: Tls | None) -> dict[str, float]:
     """The agent's stage CPU counters, its loop-thread CPU and its frame count."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as reply:
+    url = f"{'https' if tls else 'http'}://127.0.0.1:{metrics_port}/metrics"
+    with urllib.request.urlopen(url, timeout=10, context=tls.ssl_context() if tls else None) as reply:
         text = reply.read().decode()
     out: dict[str, float] = {}
     for line in text.splitlines():
@@ -179,14 +227,13 @@ def _scrape(metrics_port: int) -> dict[str, float]:
     return out
 
 
-def _measure(
-    address: str, pid: int, metrics_port: int | None, requests: list[bytes], count: int, concurrency: int
-) -> dict[str, Any]:
-    before = _scrape(metrics_port) if metrics_port else {}
-    cpu0, wall0 = process_cpu_s(pid) or 0.0, time.perf_counter()
-    failures = asyncio.run(_drive(address, requests, count, concurrency))
-    cpu1, wall1 = process_cpu_s(pid) or 0.0, time.perf_counter()
-    after = _scrape(metrics_port) if metrics_port else {}
+def _measure(target: Target, requests: list[bytes], count: int, concurrency: int) -> dict[str, Any]:
+    metrics_port = target.metrics_port
+    before = _scrape(metrics_port, target.tls) if metrics_port else {}
+    cpu0, wall0 = process_cpu_s(target.pid) or 0.0, time.perf_counter()
+    failures = asyncio.run(_drive(target, requests, count, concurrency))
+    cpu1, wall1 = process_cpu_s(target.pid) or 0.0, time.perf_counter()
+    after = _scrape(metrics_port, target.tls) if metrics_port else {}
     frames_ok = count - failures
     row: dict[str, Any] = {
         "frames": count,
@@ -361,10 +408,14 @@ def _median_rows(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return med
 
 
+def _floor_of(path: str) -> str:
+    """The floor a path is set against: the one on its own transport."""
+    return "floor mtls" if path.endswith("mtls") else "floor"
+
+
 def report(result: dict[str, Any]) -> list[str]:
     c = result["conditions"]
     paths = result["paths"]
-    floor = paths["floor"]["process_cpu_ms_per_frame"]
     lines = [
         "Agent CPU per frame (issue #20) — server process CPU (/proc utime+stime) / frames",
         f"conditions: host {c['host']} ({c['cpu']}, {c['cores']} cores), load {c['load_1m_5m_before']} before"
@@ -380,6 +431,7 @@ def report(result: dict[str, Any]) -> list[str]:
         if not p:
             continue
         cpu = p["process_cpu_ms_per_frame"]
+        floor = paths[_floor_of(name)]["process_cpu_ms_per_frame"]
         rows.append(
             [
                 name,
@@ -393,12 +445,13 @@ def report(result: dict[str, Any]) -> list[str]:
     lines += text_table(
         ["path", "CPU-ms/frame", "× floor", "loop thread", "in stages", "other"], rows, align="lr"
     )
+    lines.append("(× floor: against the floor on the same transport, plaintext or mutual TLS)")
     lines += [
         "",
         "per-stage thread CPU, ms per frame (loop = event-loop thread, GIL-serialized; "
         "worker = decode/NPU threads):",
     ]
-    measured = [name for name in PATHS[1:] if name in paths]
+    measured = [name for name in AGENT_PATHS if name in paths]
     rows = []
     for stage in STAGES:
         cells = []
@@ -484,7 +537,39 @@ def _requests() -> dict[str, list[bytes]]:
                 frame=frames.encode_jpeg(__import__("numpy").asarray(wide)),
             ).SerializeToString()
         )
-    return {"floor": raw, "agent raw": raw, "agent jpeg": jpeg, "agent jpeg1080": big}
+    return {
+        "floor": raw,
+        "agent raw": raw,
+        "agent jpeg": jpeg,
+        "agent jpeg1080": big,
+        "floor mtls": raw,
+        "agent raw mtls": raw,
+    }
+
+
+def _start_floor(workdir: Path, tls: Tls | None, procs: list[subprocess.Popen]) -> Target:
+    port = free_port()
+    args = [sys.executable, __file__, "--serve-floor", str(port)]
+    if tls:
+        args += ["--floor-tls", str(tls.dir)]
+    process = _spawn(args, workdir / f"floor{'-mtls' if tls else ''}.log")
+    procs.append(process)
+    target = Target(f"127.0.0.1:{port}", process.pid, tls=tls)
+    _wait_port(target, process)
+    return target
+
+
+def _start_agent(workdir: Path, time_scale: float, tls: Tls | None, procs: list[subprocess.Popen]) -> Target:
+    port, metrics_port = free_port(), free_port()
+    config = _agent_config(workdir, port, metrics_port, time_scale, tls.dir if tls else None)
+    process = _spawn(
+        [sys.executable, "-m", "npudure", "agent", "--config", str(config), "--log-level", "WARNING"],
+        workdir / f"{config.stem}.log",
+    )
+    procs.append(process)
+    target = Target(f"127.0.0.1:{port}", process.pid, metrics_port, tls)
+    _wait_port(target, process)
+    return target
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -494,34 +579,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="npudure-agent-cpu-") as tmp:
         workdir = Path(tmp)
         try:
-            floor_port = free_port()
-            floor = _spawn(
-                [sys.executable, __file__, "--serve-floor", str(floor_port)], workdir / "floor.log"
-            )
-            procs.append(floor)
-            agent_port, metrics_port = free_port(), free_port()
-            config = _agent_config(workdir, agent_port, metrics_port, args.time_scale)
-            agent = _spawn(
-                [sys.executable, "-m", "npudure", "agent", "--config", str(config), "--log-level", "WARNING"],
-                workdir / "agent.log",
-            )
-            procs.append(agent)
-            _wait_port(floor_port, floor)
-            wait_serving(f"127.0.0.1:{agent_port}", 60, agent)
+            tls = Tls(workdir / "tls")
+            plain = _start_agent(workdir, args.time_scale, None, procs)
+            secure = _start_agent(workdir, args.time_scale, tls, procs)
             targets = {
-                "floor": (f"127.0.0.1:{floor_port}", floor.pid, None),
-                **{p: (f"127.0.0.1:{agent_port}", agent.pid, metrics_port) for p in PATHS[1:]},
+                "floor": _start_floor(workdir, None, procs),
+                "agent raw": plain,
+                "agent jpeg": plain,
+                "agent jpeg1080": plain,
+                "floor mtls": _start_floor(workdir, tls, procs),
+                "agent raw mtls": secure,
             }
-            for name, (address, _, _) in targets.items():  # warm-up: connections, allocators, caches
-                asyncio.run(_drive(address, requests[name], args.warmup, args.concurrency))
+            for name, target in targets.items():  # warm-up: connections, handshakes, allocators, caches
+                asyncio.run(_drive(target, requests[name], args.warmup, args.concurrency))
             rows: dict[str, list[dict[str, Any]]] = {p: [] for p in PATHS}
             for rep in range(args.repetitions):
                 order = PATHS if rep % 2 == 0 else PATHS[::-1]
                 for name in order:
-                    address, pid, mport = targets[name]
-                    rows[name].append(
-                        _measure(address, pid, mport, requests[name], args.frames, args.concurrency)
-                    )
+                    rows[name].append(_measure(targets[name], requests[name], args.frames, args.concurrency))
             result["paths"] = {p: _median_rows(r) for p, r in rows.items()}
         finally:
             for process in procs:
@@ -576,11 +651,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--decode-repeat", type=int, default=30)
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--serve-floor", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--floor-tls", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     # SIGTERM ends the run through its finally blocks: the servers it started are stopped too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.serve_floor:
-        asyncio.run(_floor(args.serve_floor))
+        asyncio.run(_floor(args.serve_floor, args.floor_tls))
         return 0
     if min(args.frames, args.repetitions, args.concurrency) < 1 or args.warmup < 0:
         parser.error("--frames, --repetitions and --concurrency must be at least 1")

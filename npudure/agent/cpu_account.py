@@ -22,8 +22,10 @@ from collections.abc import Iterator
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
-# receive/parse → checks → decode + letterbox → NPU input → (pre/)inference/post → reply.
+# (TLS fleets: the peer's certificate against the CRL →) receive/parse → checks → decode + letterbox →
+# NPU input → (pre/)inference/post → reply.
 STAGES = (
+    "peer_check",
     "parse",
     "check",
     "decode",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 import uuid
@@ -321,10 +322,12 @@ async def serve(
     """Run the agent until cancelled. Its CRL (``tls.crl``) is read once, at start: a board takes a new
     CRL at its next (drained) restart."""
     # Before anything starts: a CRL that cannot be used (SecurityError) is a configuration error.
-    revoked = [RevocationCheck(Revocations(config.tls))] if config.tls else []
+    revocations = Revocations(config.tls) if config.tls else None
     backend = backend or create_backend(config)
     split = cores.detect(config.affinity.sysfs_root)  # once: the pool's pinning and the I/O threads'
     agent = Agent(config, backend, split, board_soc)
+    peer_checked = functools.partial(agent.cpu.add, "peer_check", "loop")
+    revoked = [RevocationCheck(revocations, on_checked=peer_checked)] if revocations else []
     if config.affinity.pin_io_to_little and not split.uniform:
         cores.pin_current_thread(split.little)  # gRPC's own threads inherit the main thread's mask
     server = grpc_limits.server(

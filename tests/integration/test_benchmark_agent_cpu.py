@@ -1,8 +1,10 @@
-"""Smoke test of benchmarks/agent_cpu.py: a real agent and the floor server, short mode.
+"""Smoke test of benchmarks/agent_cpu.py: real agents and floor servers (plaintext and mutual TLS),
+short mode.
 
 No speed is asserted. What is checked: every path carried its frames, every stage the agent reports is
-there on the thread it runs on, each OK frame was counted once, and the stages add up (the loop
-thread's own clock covers the stages that run on it, and all stages fit inside the process's CPU).
+there on the thread it runs on (the CRL check on the mutual-TLS agent only), each OK frame was counted
+once, and the stages add up (the loop thread's own clock covers the stages that run on it, and all
+stages fit inside the process's CPU).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ def test_agent_cpu_benchmark_prints_every_path_and_stage(tmp_path: Path) -> None
     for label in (
         "floor",
         "agent raw",
+        "agent raw mtls",
+        "peer_check",
         "agent jpeg",
         "agent jpeg1080",
         "EMULATED NPU",
@@ -42,11 +46,18 @@ def test_agent_cpu_benchmark_prints_every_path_and_stage(tmp_path: Path) -> None
         assert label in done.stdout
     result = json.loads(out.read_text())
     paths = result["paths"]
-    assert set(paths) == {"floor", "agent raw", "agent jpeg", "agent jpeg1080"}
+    assert set(paths) == {
+        "floor",
+        "agent raw",
+        "agent jpeg",
+        "agent jpeg1080",
+        "floor mtls",
+        "agent raw mtls",
+    }
     for name, p in paths.items():
         assert p["failures"] == 0 and p["frames"] == FRAMES, name
         assert p["process_cpu_ms_per_frame"] > 0
-    for name in ("agent raw", "agent jpeg", "agent jpeg1080"):
+    for name in ("agent raw", "agent jpeg", "agent jpeg1080", "agent raw mtls"):
         p = paths[name]
         stages = p["stage_cpu_ms_per_frame"]
         assert p["stage_frames"] == FRAMES, name  # every OK frame counted once, nothing else
@@ -57,6 +68,9 @@ def test_agent_cpu_benchmark_prints_every_path_and_stage(tmp_path: Path) -> None
         # All stages inside the process's CPU (/proc counts in 10 ms ticks: allow one tick per path).
         assert p["stages_sum_ms"] <= p["process_cpu_ms_per_frame"] + 10 / FRAMES, name
     assert "decode/worker" not in paths["agent raw"]["stage_cpu_ms_per_frame"]  # a view, on the loop
+    # The CRL check is a TLS fleet's stage: on the loop there, absent without TLS.
+    assert paths["agent raw mtls"]["stage_cpu_ms_per_frame"]["peer_check/loop"] > 0
+    assert "peer_check/loop" not in paths["agent raw"]["stage_cpu_ms_per_frame"]
     for name in ("agent jpeg", "agent jpeg1080"):
         assert paths[name]["stage_cpu_ms_per_frame"]["decode/worker"] > 0
     assert paths["agent jpeg1080"]["stage_cpu_ms_per_frame"]["letterbox/worker"] > 0

@@ -76,3 +76,22 @@ async def test_a_listed_certificate_is_refused_on_unary_and_streaming_calls(
         assert (await _calls(address, issued["revoked"]))[:2] == (grpc.StatusCode.OK, grpc.StatusCode.OK)
     finally:
         await server.stop(grace=0)
+
+
+async def test_each_check_reports_its_cpu_time(issued) -> None:
+    checked: list[int] = []
+    revocations = Revocations(_tls(issued["server"]))
+    check = RevocationCheck(revocations, on_checked=checked.append)
+    server = grpc_limits.server(ServerLimits(), 1 << 20, 16, interceptors=[check])
+    health_pb2_grpc.add_HealthServicer_to_server(health.aio.HealthServicer(), server)
+    port = access.add_port(server, "127.0.0.1:0", _tls(issued["server"]))
+    await server.start()
+    try:
+        served = await _calls(f"127.0.0.1:{port}", issued["kept"])
+        refused = await _calls(f"127.0.0.1:{port}", issued["revoked"])
+    finally:
+        await server.stop(grace=0)
+    assert served[:2] == (grpc.StatusCode.OK, grpc.StatusCode.OK)
+    assert refused[:2] == (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.UNAUTHENTICATED)
+    # One figure per call, served or refused (the agent's peer_check stage), each a real CPU time.
+    assert len(checked) == 4 and all(ns > 0 for ns in checked), checked

@@ -24,6 +24,34 @@ def test_inbound_connections_counts_established_ones_to_the_port(tmp_path: Path)
     assert grpc_limits.inbound_connections(50052, tmp_path) == 0
 
 
+def _fd_dir(tmp_path: Path, sockets: int, files: int) -> Path:
+    fd = tmp_path / "fd"
+    fd.mkdir()
+    for i in range(sockets):
+        (fd / str(i)).symlink_to(f"socket:[{1000 + i}]")
+    for i in range(files):
+        (fd / str(sockets + i)).symlink_to("/dev/null")
+    return fd
+
+
+def test_socket_fds_counts_only_sockets(tmp_path: Path) -> None:
+    assert grpc_limits.socket_fds(_fd_dir(tmp_path, sockets=3, files=4)) == 3
+    assert grpc_limits.socket_fds(tmp_path / "absent") == 0
+
+
+def test_the_tcp_table_is_read_only_when_this_process_could_be_at_the_cap(tmp_path: Path) -> None:
+    net = tmp_path / "net"
+    net.mkdir()
+    (net / "tcp").write_text(TCP)  # two ESTABLISHED to 50051
+    # Fewer sockets held than the cap: the cap cannot be reached, the costly table is not walked (it
+    # would say 2 here, which a cap of 2 would count as reached).
+    assert grpc_limits.connections_at_cap(50051, 2, _fd_dir(tmp_path, 1, 5), net) is None
+    fd = tmp_path / "fd"
+    (fd / "9").symlink_to("socket:[9]")
+    assert grpc_limits.connections_at_cap(50051, 2, fd, net) == 2
+    assert grpc_limits.connections_at_cap(50051, 3, fd, net) is None  # 2 sockets held: below a cap of 3
+
+
 def test_options_carry_every_limit() -> None:
     options = dict(grpc_limits.server_options(ServerLimits(max_connections=7), 1 << 20))
     assert options["grpc.max_allowed_incoming_connections"] == 7
