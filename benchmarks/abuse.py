@@ -148,7 +148,7 @@ def idle_sockets(c: LocalCluster) -> tuple[str, str]:
 
 def malformed(c: LocalCluster) -> tuple[str, str]:
     codes = []
-    methods = [f"/npudure.v1.Cluster/{m.name}" for m in pb.DESCRIPTOR.services_by_name["Cluster"].methods]
+    methods = [f"/{contract.CLUSTER}/{m.name}" for m in pb.DESCRIPTOR.services_by_name["Cluster"].methods]
     with grpc.insecure_channel(c.address) as channel:
         for _ in range(20):
             for method in [*methods, "/grpc.health.v1.Health/Check", contract.INFER_METHOD]:

@@ -26,6 +26,7 @@ from typing import Any
 import grpc
 
 from npudure.config import AdminConfig, TlsConfig
+from npudure.proto import contract
 
 log = logging.getLogger(__name__)
 
@@ -284,7 +285,7 @@ class _Metadata(grpc.UnaryUnaryClientInterceptor):
 
 # The agents' admin RPCs: the only calls from the scheduler that need its admin token.
 NODE_ADMIN_METHODS = frozenset(
-    f"/npudure.v1.Node/{name}" for name in ("SetCpuCap", "SetServing", "InjectFault")
+    f"/{contract.NODE}/{name}" for name in ("SetCpuCap", "SetServing", "InjectFault")
 )
 
 
