@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Callable
 
 import grpc
 from cryptography import x509
@@ -74,7 +73,7 @@ class Revocations:
         return verdict
 
 
-class RevocationCheck(grpc.aio.ServerInterceptor):
+class RevocationCheck(handlers.WrappingInterceptor):
     """Every method's handler wrapped: the peer's certificate is checked before the servicer runs.
 
     ``on_checked`` gets each check's thread CPU in ns (the agent counts it as its ``peer_check``
@@ -107,12 +106,5 @@ class RevocationCheck(grpc.aio.ServerInterceptor):
             f"CRL ({self.revocations.path})",
         )
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any] | None:
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return None
+    def wrap_handler(self, method: str, handler: handlers.MethodHandler) -> handlers.MethodHandler:
         return handlers.wrap(handler, on_call=self._check, request_deserializer=handler.request_deserializer)

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Callable
 
 import grpc
 
@@ -27,19 +26,14 @@ def _short(error: Exception) -> str:
     return text if len(text) <= 200 else text[:200] + "..."
 
 
-class StrictDecoding(grpc.aio.ServerInterceptor):
+class StrictDecoding(handlers.WrappingInterceptor):
     def __init__(self, log_every_s: float = LOG_EVERY_S) -> None:
         self._log = RateLimitedLog(log, log_every_s)
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any] | None:
-        handler = await continuation(handler_call_details)
-        if handler is None or handler.request_deserializer is None:
+    def wrap_handler(self, method: str, handler: handlers.MethodHandler) -> handlers.MethodHandler:
+        if handler.request_deserializer is None:
             return handler
-        parse = self._parser(handler_call_details.method, handler.request_deserializer)
+        parse = self._parser(method, handler.request_deserializer)
         return handlers.wrap(handler, on_request=parse, request_deserializer=None)
 
     def _parser(self, method: str, deserialize: Callable[[bytes], object]) -> handlers.OnRequest:

@@ -14,8 +14,9 @@ from __future__ import annotations
 import inspect
 import logging
 import time
+from abc import abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, TypeAlias
 
 import grpc
 
@@ -25,9 +26,29 @@ Handler = Any
 Context = grpc.aio.ServicerContext[Any, Any]
 OnCall = Callable[[Context], Awaitable[None]]
 OnRequest = Callable[[Any, Context], Awaitable[object]]
+MethodHandler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"  # a string: grpc has no runtime generics
 
 # How often a RateLimitedLog may write (a hostile client's errors, per interceptor).
 LOG_EVERY_S = 10.0
+
+
+class WrappingInterceptor(grpc.aio.ServerInterceptor):
+    """A server interceptor that puts ``wrap_handler``'s handler in place of each method's (a method
+    the server does not have, a None handler, passes through)."""
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[MethodHandler | None]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> MethodHandler | None:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return None
+        return self.wrap_handler(handler_call_details.method, handler)
+
+    @abstractmethod
+    def wrap_handler(self, method: str, handler: MethodHandler) -> MethodHandler:
+        """The handler grpc runs for ``method`` instead of ``handler``."""
 
 
 def wrap(
