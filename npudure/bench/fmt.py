@@ -73,11 +73,41 @@ class LatencyColumns:
     keys: tuple[str, ...]
 
     @property
+    def labels(self) -> list[str]:
+        return [k.replace("_", ".") for k in self.keys]  # p99_9 → "p99.9"
+
+    @property
     def header(self) -> list[str]:
-        return [f"{k.replace('_', '.')} ms" for k in self.keys]  # p99_9 → "p99.9 ms"
+        return [f"{label} ms" for label in self.labels]
 
     def cells(self, latency: dict[str, Any]) -> list[str]:
         return [f(latency[k]) for k in self.keys]
+
+    def inline(self, latency: dict[str, Any]) -> str:
+        """The same figures on one line of the terminal summary: ``p50 12.0 p99 30.1 ms``."""
+        return (
+            " ".join(f"{label} {cell}" for label, cell in zip(self.labels, self.cells(latency), strict=True))
+            + " ms"
+        )
+
+
+def figures(name: str, plots: Sequence[tuple[str, str]]) -> list[str]:
+    """A report section's closing figure links, one a (alt text, suffix) pair: the PNG each experiment's
+    ``plots`` writes as ``plots/{name}_{suffix}.png``."""
+    lines = [""]
+    for alt, suffix in plots:
+        lines += [f"![{alt}](plots/{name}_{suffix}.png)", ""]
+    return lines
+
+
+def warning_items(warnings: Sequence[str]) -> list[str]:
+    """An aggregate's warnings as report list items."""
+    return [f"- ⚠ {w}" for w in warnings]
+
+
+def warning_lines(warnings: Sequence[str]) -> list[str]:
+    """An aggregate's warnings as terminal summary lines."""
+    return [f"  warning: {w}" for w in warnings]
 
 
 def valid_runs(g: dict[str, Any]) -> str:

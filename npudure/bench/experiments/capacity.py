@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from npudure.bench import stats
+from npudure.bench import fmt, stats
 from npudure.bench.defaults import CAPACITY_CAP_MHZ, CAPACITY_POLICIES
 from npudure.bench.experiments.base import Experiment, Plan, PlanContext, Rows
 from npudure.bench.experiments.hetero import CLIENT, cap_board
@@ -181,8 +181,8 @@ class Capacity(Experiment):
             first = next(iter(agg["policies"].values()))
             cond = {**first["conditions"], "policy": "per row"}
             lines += ["", f"Conditions (together): {conditions_line(cond)}"]
-        lines += [f"- ⚠ {w}" for w in agg["warnings"]]
-        lines += ["", f"![fraction of summed capacity](plots/{name}_capacity.png)", ""]
+        lines += fmt.warning_items(agg["warnings"])
+        lines += fmt.figures(name, [("fraction of summed capacity", "capacity")])
         return lines
 
     def summary_lines(self, name: str, agg: dict[str, Any]) -> list[str]:
@@ -200,7 +200,7 @@ class Capacity(Experiment):
         if agg["policies"]:
             first = next(iter(agg["policies"].values()))
             out.append(f"  conditions: {conditions_line({**first['conditions'], 'policy': 'per row'})}")
-        return out + [f"  warning: {w}" for w in agg["warnings"]]
+        return out + fmt.warning_lines(agg["warnings"])
 
     def plots(self, plt: Any, folder: Path, name: str, agg: dict[str, Any], runs: Sequence[RunData]) -> None:
         fig, ax = plt.subplots(figsize=(7, 4.5))

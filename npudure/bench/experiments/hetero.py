@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from npudure.bench import stats
+from npudure.bench import fmt, stats
 from npudure.bench.defaults import QUICK_LADDER_MHZ
 from npudure.bench.experiments.base import Experiment, Plan, PlanContext, Rows
 from npudure.bench.fmt import NA, conditions_line, f, section, table, valid_runs
@@ -151,9 +151,7 @@ class Hetero(Experiment):
         lines += [
             "",
             f"Conditions: {conditions_line(cond)}",
-            "",
-            f"![spread vs cap](plots/{name}_spread.png)",
-            "",
+            *fmt.figures(name, [("spread vs cap", "spread")]),
         ]
         return lines
 

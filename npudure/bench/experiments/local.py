@@ -12,7 +12,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from npudure.bench import agent_cpu, stats
+from npudure.bench import agent_cpu, fmt, stats
 from npudure.bench.experiments.base import Experiment, Plan, PlanContext, Rows
 from npudure.bench.fmt import conditions_line, f, section, table, valid_runs
 from npudure.bench.groups import aggregate_group, group_by, group_cols
@@ -154,7 +154,7 @@ class Local(Experiment):
             for what in ("local", "cluster"):
                 if d[what]:
                     lines += ["", f"Conditions, {b} {what}: {conditions_line(d[what]['conditions'])}"]
-        lines += [f"- ⚠ {w}" for w in agg["warnings"]]
+        lines += fmt.warning_items(agg["warnings"])
         return [*lines, ""]
 
     def summary_lines(self, name: str, agg: dict[str, Any]) -> list[str]:
@@ -172,4 +172,4 @@ class Local(Experiment):
         first = next(iter(agg["boards"].values()), None)
         if first and first["local"]:
             out.append(f"  conditions (local): {conditions_line(first['local']['conditions'])}")
-        return out + [f"  warning: {w}" for w in agg["warnings"]]
+        return out + fmt.warning_lines(agg["warnings"])

@@ -16,6 +16,7 @@ from npudure.bench.groups import aggregate_group, group_by
 from npudure.bench.runs import RunData
 
 LATENCY_COLUMNS = LatencyColumns(("p50", "p99", "p99_9"))
+SUMMARY_LATENCY = LatencyColumns(("p50", "p99"))  # the terminal line shows fewer
 
 
 class OpenLoop(PointExperiment):
@@ -101,9 +102,9 @@ class OpenLoop(PointExperiment):
     def summary_lines(self, name: str, agg: dict[str, Any]) -> list[str]:
         out = [f"[{name}] open loop (latency from intended send time):"]
         for rate, g in agg["points"].items():
-            p = g["latency_pooled_ms"]
             out.append(
-                f"  λ={rate}/s: {f(g['throughput_mean_inf_per_s'])} inf/s, p50 {f(p['p50'])} "
-                f"p99 {f(p['p99'])} ms, send lag p99 {f(g['send_lag_p99_ms_max'], '.2f')} ms"
+                f"  λ={rate}/s: {f(g['throughput_mean_inf_per_s'])} inf/s, "
+                f"{SUMMARY_LATENCY.inline(g['latency_pooled_ms'])}, "
+                f"send lag p99 {f(g['send_lag_p99_ms_max'], '.2f')} ms"
             )
         return out

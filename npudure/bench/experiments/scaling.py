@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from npudure.bench import stats
+from npudure.bench import fmt, stats
 from npudure.bench.experiments.base import Plan, PlanContext, PointExperiment
 from npudure.bench.fmt import LatencyColumns, conditions_line, f, pct, section, table, valid_runs
 from npudure.bench.groups import aggregate_group, group_by
@@ -97,7 +97,7 @@ class Scaling(PointExperiment):
         lines.append(table(header, rows))
         for n, g in agg["points"].items():
             lines += ["", f"Conditions at {n} board(s): {conditions_line(g['conditions'])}"]
-        lines += [f"- ⚠ {w}" for w in agg["warnings"]]
+        lines += fmt.warning_items(agg["warnings"])
         lines += ["", "### Per-board share and latency", ""]
         rows = [
             [
@@ -120,29 +120,27 @@ class Scaling(PointExperiment):
             for n, g in agg["points"].items()
         ]
         lines.append(table(["boards", *stage_names], rows))
-        lines += [
-            "",
-            f"![scaling vs ideal](plots/{name}_scaling.png)",
-            "",
-            f"![latency CDF per node count](plots/{name}_latency_cdf.png)",
-            "",
-            f"![per-board latency](plots/{name}_boards.png)",
-            "",
-        ]
+        lines += fmt.figures(
+            name,
+            [
+                ("scaling vs ideal", "scaling"),
+                ("latency CDF per node count", "latency_cdf"),
+                ("per-board latency", "boards"),
+            ],
+        )
         return lines
 
     def summary_lines(self, name: str, agg: dict[str, Any]) -> list[str]:
         out = [f"[{name}] throughput and efficiency (X(n)/(n·X(1))), latency pooled:"]
         for n, g in agg["points"].items():
-            p = g["latency_pooled_ms"]
             out.append(
                 f"  {n} board(s): {f(g['throughput_mean_inf_per_s'])} inf/s, efficiency "
-                f"{pct(g['efficiency'])} | p50 {f(p['p50'])} p95 {f(p['p95'])} p99 {f(p['p99'])} "
-                f"p99.9 {f(p['p99_9'])} max {f(p['max'])} ms | {valid_runs(g)} valid"
+                f"{pct(g['efficiency'])} | {LATENCY_COLUMNS.inline(g['latency_pooled_ms'])} | "
+                f"{valid_runs(g)} valid"
             )
         last = list(agg["points"].values())[-1]
         out.append(f"  conditions: {conditions_line(last['conditions'])}")
-        return out + [f"  warning: {w}" for w in agg["warnings"]]
+        return out + fmt.warning_lines(agg["warnings"])
 
     def plots(self, plt: Any, folder: Path, name: str, agg: dict[str, Any], runs: Sequence[RunData]) -> None:
         _plot_scaling(plt, folder / f"{name}_scaling.png", agg)

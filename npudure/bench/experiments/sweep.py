@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from npudure.bench import stats
+from npudure.bench import fmt, stats
 from npudure.bench.experiments.base import Plan, PlanContext, PointExperiment
 from npudure.bench.fmt import LatencyColumns, conditions_line, f, pct, section, table, valid_runs
 from npudure.bench.groups import aggregate_group, group_by
@@ -121,8 +121,8 @@ class Sweep(PointExperiment):
                 f"{f(op['peak_throughput_inf_per_s'])} inf/s at {op['peak_per_board_concurrency']}/board). "
                 "Compare configurations here, not in overload."
             )
-        lines += [f"- ⚠ {w}" for w in agg["warnings"]]
-        lines += ["", f"![saturation curve](plots/{name}_saturation.png)", ""]
+        lines += fmt.warning_items(agg["warnings"])
+        lines += fmt.figures(name, [("saturation curve", "saturation")])
         return lines
 
     def summary_lines(self, name: str, agg: dict[str, Any]) -> list[str]:
@@ -138,7 +138,7 @@ class Sweep(PointExperiment):
             ),
             f"  conditions: {conditions_line(_op_group(agg)['conditions'])}",
         ]
-        return out + [f"  warning: {w}" for w in agg["warnings"]]
+        return out + fmt.warning_lines(agg["warnings"])
 
     def plots(self, plt: Any, folder: Path, name: str, agg: dict[str, Any], runs: Sequence[RunData]) -> None:
         pts = [(int(c), g) for c, g in agg["points"].items() if g["throughput_mean_inf_per_s"] is not None]
