@@ -11,6 +11,7 @@ rotated and the board back. Runs on the session's 3-board lab, shared with test_
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -333,6 +334,41 @@ def _assert_no_request_lost(results, central_gap_is_reported: bool = False) -> N
         assert r.passed, (r.scenario, r.mode, r.why)
 
 
+def _step(fleet, frames, tmp_path: Path, scenario: str, action, **kw) -> list:
+    """``action`` under load in both modes (run_operation, 3 in flight, budget 900 s); its table printed."""
+    from npudure.faults.operations import run_operation, table
+
+    results = run_operation(fleet.scheduler, scenario, action, frames, 3, tmp_path, budget_s=900, **kw)
+    print(table(results))
+    return results
+
+
+def _board_joins(fleet, step, scenario: str, inventory: Path, board: str, extra: dict, log: Path) -> float:
+    """site.yml limited to ``board`` and the scheduler (docs/operations.md, Add a board) under load: no
+    request lost, and the board serves through the scheduler. Returns the latest of the modes' seconds
+    from the play's end to its first served request (negative: it served before the play ended)."""
+    from npudure.faults import fleet as fleetmod
+
+    joined = step(
+        scenario,
+        lambda: _playbook(inventory, "site.yml", extra, log, "--limit", f"{board},{fleetmod.SCHEDULER_HOST}"),
+        watch_board=board,
+    )
+    _assert_no_request_lost(joined)
+    served = [r.board_served_s for r in joined]
+    assert all(s is not None for s in served), f"{board} served nothing through the scheduler"
+    return max(served)
+
+
+def _board_leaves(fleet, step, scenario: str, inventory: Path, board: str, log: Path) -> None:
+    """remove-board.yml for ``board`` under load: no request lost, and the scheduler lets it go."""
+    left = step(
+        scenario, lambda: _playbook(inventory, "remove-board.yml", {"npudure_remove_board": board}, log)
+    )
+    _assert_no_request_lost(left)
+    assert board not in [b.name for b in fleet.status().boards]
+
+
 # The parts of a clone an operator's controller runs site.yml from, besides the package sources.
 CONTROLLER_TREE = ("ansible.cfg", "playbooks", "roles", "ansible_plugins", "monitoring", "systemd")
 
@@ -500,7 +536,6 @@ def test_a_fourth_board_joins_under_load_and_leaves_again(fleet, tmp_path: Path)
     (same scheduler PID, no agent restarted); then remove-board.yml takes it out again. 0 failed in both."""
     from npudure.bench.payloads import make_frame_set
     from npudure.faults import fleet as fleetmod
-    from npudure.faults.operations import run_operation, table
 
     inventory = fleet.lab.inventory_path
     assert inventory is not None
@@ -515,10 +550,7 @@ def test_a_fourth_board_joins_under_load_and_leaves_again(fleet, tmp_path: Path)
         "npudure_wheelhouse_project_dir": str(fleetmod.frozen_source(source)),
     }
 
-    def step(scenario: str, action, **kw):
-        results = run_operation(fleet.scheduler, scenario, action, frames, 3, tmp_path, budget_s=900, **kw)
-        print(table(results))
-        return results
+    step = functools.partial(_step, fleet, frames, tmp_path)
 
     board = lab.add(log=print).name
     try:
@@ -526,37 +558,16 @@ def test_a_fourth_board_joins_under_load_and_leaves_again(fleet, tmp_path: Path)
 
         boards = yaml.safe_load(inventory.read_text())["all"]["children"]["boards"]["hosts"]
         assert board in boards and board not in fleet.boards, (board, boards)
-        joined = step(
-            "add-board (4th)",
-            lambda: _playbook(
-                inventory,
-                "site.yml",
-                extra,
-                tmp_path / "add.log",
-                "--limit",
-                f"{board},{fleetmod.SCHEDULER_HOST}",
-            ),
-            watch_board=board,
-        )
-        _assert_no_request_lost(joined)
+        served = _board_joins(fleet, step, "add-board (4th)", inventory, board, extra, tmp_path / "add.log")
         states = {b.name: b.state for b in fleet.status().boards}
         assert board in states, f"{board} is not in the scheduler's board set: {states}"
         assert _sched_pid(fleet) == sched_pid, "the scheduler restarted instead of reloading its board set"
         assert _main_pids(fleet) == pids, "an agent of the fleet restarted for the new board"
-        served = [r.board_served_s for r in joined]
-        assert all(s is not None for s in served), f"{board} served nothing through the scheduler"
         print(
-            f"the 4th board serves {max(served):.1f} s after its play's end "
+            f"the 4th board serves {served:.1f} s after its play's end "
             f"({board}; 0.1 s status polls; negative: it served before the play ended)"
         )
-        left = step(
-            "remove-board (4th)",
-            lambda: _playbook(
-                inventory, "remove-board.yml", {"npudure_remove_board": board}, tmp_path / "rm.log"
-            ),
-        )
-        _assert_no_request_lost(left)
-        assert board not in [b.name for b in fleet.status().boards]
+        _board_leaves(fleet, step, "remove-board (4th)", inventory, board, tmp_path / "rm.log")
         assert _sched_pid(fleet) == sched_pid, "the scheduler restarted instead of letting the board go"
     finally:
         lab.remove(board, log=print)  # the lab back to its 3 boards, the inventory without board4
@@ -668,7 +679,6 @@ def test_a_board_leaves_its_token_is_rotated_and_it_joins_again(fleet, tmp_path:
     reload (its unit refreshes its copy of the token; ReloadBoards re-reads it)."""
     from npudure.bench.payloads import make_frame_set
     from npudure.faults import fleet as fleetmod
-    from npudure.faults.operations import run_operation, table
     from npudure.security import access as security
 
     board = fleet.boards[-1]
@@ -678,19 +688,9 @@ def test_a_board_leaves_its_token_is_rotated_and_it_joins_again(fleet, tmp_path:
     sched_pid = _sched_pid(fleet)
     others = {b: p for b, p in _main_pids(fleet).items() if b != board}
 
-    def step(scenario: str, action, **kw):
-        results = run_operation(fleet.scheduler, scenario, action, frames, 3, tmp_path, budget_s=900, **kw)
-        print(table(results))
-        return results
+    step = functools.partial(_step, fleet, frames, tmp_path)
 
-    removed = step(
-        "remove-board",
-        lambda: _playbook(
-            inventory, "remove-board.yml", {"npudure_remove_board": board}, tmp_path / "remove.log"
-        ),
-    )
-    _assert_no_request_lost(removed)
-    assert board not in [b.name for b in fleet.status().boards]
+    _board_leaves(fleet, step, "remove-board", inventory, board, tmp_path / "remove.log")
     active = fleet.lab.exec(board, ["systemctl", "is-active", "npudure-agent"], timeout=10).stdout.strip()
     assert active != "active"
     assert not (fleet.lab.root(board) / "etc" / "npudure" / "admin-token").exists()
@@ -735,27 +735,13 @@ def test_a_board_leaves_its_token_is_rotated_and_it_joins_again(fleet, tmp_path:
 
     # The board back: site.yml on it and the scheduler alone.
     sched_pid = _sched_pid(fleet)
-    joined = step(
-        "add-board",
-        lambda: _playbook(
-            inventory,
-            "site.yml",
-            {**rotation},
-            tmp_path / "add.log",
-            "--limit",
-            f"{board},{fleetmod.SCHEDULER_HOST}",
-        ),
-        watch_board=board,
-    )
-    _assert_no_request_lost(joined)
+    served = _board_joins(fleet, step, "add-board", inventory, board, {**rotation}, tmp_path / "add.log")
     ok, states = fleet.wait_all_up(30)
     assert ok, states  # every board, the returning one too, UP
     assert _sched_pid(fleet) == sched_pid, "the scheduler restarted instead of reloading its board set"
     assert {b: p for b, p in _main_pids(fleet).items() if b != board} == {b: after[b] for b in others}
-    served = [r.board_served_s for r in joined]
-    assert all(s is not None for s in served), f"{board} served nothing through the scheduler"
     print(
-        f"an added board serves within {max(served):.1f} s of its play's end "
+        f"an added board serves within {served:.1f} s of its play's end "
         f"({board}; 0.1 s status polls; negative: it served before the play ended)"
     )
 
