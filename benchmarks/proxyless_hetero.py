@@ -24,7 +24,6 @@ import json
 import os
 import platform
 import sys
-import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
@@ -35,10 +34,11 @@ import grpc
 import numpy as np
 
 from npudure.bench.fmt import text_table
-from npudure.bench.load import LoadTarget, Target
+from npudure.bench.load import LoadTarget, Target, closed_loop
 from npudure.bench.results import write_json
 from npudure.client.proxyless import ProxylessTarget
 from npudure.client.routes import fetch_route_on
+from npudure.faults.analysis import error_codes
 from npudure.lab.local import LocalCluster
 from npudure.proto import contract
 from npudure.proto import inference_pb2 as pb
@@ -49,41 +49,24 @@ CAP_MHZ = 816
 OPTIONS = contract.message_size_options(16 << 20)
 
 
-async def closed_loop(
-    target: LoadTarget, payload: bytes, concurrency: int, warmup_s: float, duration_s: float
-) -> dict[str, Any]:
-    nodes: Counter[str] = Counter()
-    errors: Counter[str] = Counter()
-    start = time.monotonic() + warmup_s
-    end = start + duration_s
-
-    async def worker() -> None:
-        while time.monotonic() < end:
-            sent = time.monotonic()
-            try:
-                reply = await target.infer(payload, 30)
-            except grpc.aio.AioRpcError as exc:
-                errors[exc.code().name] += 1
-                continue
-            if sent >= start and time.monotonic() <= end:
-                nodes[pb.InferResponse.FromString(reply).node] += 1
-
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return {"req_per_s": sum(nodes.values()) / duration_s, "nodes": dict(nodes), "errors": dict(errors)}
-
-
 def one_channel(address: str) -> Target:
     """One bare channel to a scheduler or an agent: no token interceptor (frames need none)."""
     return Target(address, 1, options=OPTIONS, from_env=False)
 
 
 async def measure(target: LoadTarget, payload: bytes, concurrency: int, args) -> dict[str, Any]:
-    """One closed loop over ``target``: one channel to an address, or one over a proxyless route."""
+    """One closed loop (the harness's) over ``target``: one channel to an address, or one over a
+    proxyless route. Counts the replies sent and answered within the measured window."""
     await target.open(15)
     try:
-        return await closed_loop(target, payload, concurrency, args.warmup, args.duration)
+        load = await closed_loop(target, [payload], concurrency, args.warmup, args.duration, min_samples=0)
     finally:
         await target.close()
+    s = load.samples
+    served = s.ok & (s.sent_s >= load.window_start_s) & (s.done_s <= load.window_end_s)
+    nodes = Counter(s.node_names[i] for i in s.node_idx[served])
+    window_s = load.window_end_s - load.window_start_s
+    return {"req_per_s": sum(nodes.values()) / window_s, "nodes": dict(nodes), "errors": error_codes(s)}
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

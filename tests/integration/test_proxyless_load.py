@@ -19,6 +19,7 @@ import grpc
 import numpy as np
 import pytest
 
+from npudure.bench.load import closed_loop
 from npudure.client.proxyless import ProxylessTarget
 from npudure.lab.local import LocalCluster
 from npudure.proto import inference_pb2 as pb
@@ -59,42 +60,38 @@ async def run_load(
     actions: tuple[tuple[float, Callable[[], None]], ...] = (),
     warmup_s: float = 1.0,
 ) -> Run:
-    """Closed loop through a ProxylessTarget; ``actions`` run (on a thread) at their offsets."""
+    """The harness's closed loop through a ProxylessTarget; ``actions`` run (on a thread) at their
+    offsets into the measured window."""
     payload = pb.InferRequest(
         encoding=pb.ENCODING_RAW_RGB, frame=np.zeros((640, 640, 3), np.uint8).tobytes()
     ).SerializeToString()
-    run = Run()
-
     target = ProxylessTarget(cluster.address)
     await target.open()
     try:
         await asyncio.sleep(0)
-        stop = time.monotonic() + warmup_s + duration_s
-        start = time.monotonic() + warmup_s
-
-        async def worker() -> None:
-            while time.monotonic() < stop:
-                sent = time.monotonic()
-                try:
-                    reply = await target.infer(payload, 15.0)
-                except grpc.aio.AioRpcError as exc:
-                    run.failures[f"{exc.code().name}: {exc.details()}"] += 1
-                    continue
-                if sent >= start:
-                    node = pb.InferResponse.FromString(reply).node
-                    run.nodes[node] += 1
-                    run.sent.append((sent - start, node))
+        t0 = time.perf_counter()
 
         async def driver() -> None:
             for at, action in actions:
-                await asyncio.sleep(max(0.0, start + at - time.monotonic()))
+                await asyncio.sleep(max(0.0, t0 + warmup_s + at - time.perf_counter()))
                 await asyncio.to_thread(action)
 
-        await asyncio.gather(driver(), *(worker() for _ in range(concurrency)))
-        run.route_changes = target.route_changes
+        load, _ = await asyncio.gather(
+            closed_loop(
+                target, [payload], concurrency, warmup_s, duration_s, min_samples=0, timeout_s=15.0, t0=t0
+            ),
+            driver(),
+        )
+        route_changes = target.route_changes
     finally:
         await target.close()
-    return run
+    s = load.samples
+    measured = s.ok & (s.sent_s >= warmup_s)
+    sent = [
+        (float(t) - warmup_s, s.node_names[i])
+        for t, i in zip(s.sent_s[measured], s.node_idx[measured], strict=True)
+    ]
+    return Run(Counter(node for _, node in sent), sent, Counter(load.error_messages), route_changes)
 
 
 def cluster_stub(cluster: LocalCluster) -> tuple[grpc.Channel, rpc.ClusterStub]:
