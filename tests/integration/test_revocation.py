@@ -17,13 +17,13 @@ from pathlib import Path
 
 import grpc
 import pytest
-from helpers.cli import run_npudure, run_service
+from helpers.cli import agent_config, run_npudure, run_service
 from helpers.fleet_ops import FRAME, board_states, failures, reload, wait_for
 from helpers.mtls_cluster import as_client, tls_section
 
 from npudure.faults.background import BackgroundLoad
 from npudure.faults.operations import MAX_GAP_S
-from npudure.lab.local import LocalCluster, free_port
+from npudure.lab.local import LocalCluster
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
@@ -149,8 +149,10 @@ def test_an_agent_refuses_to_start_with_a_crl_of_another_ca(certs, tmp_path: Pat
     proc = run_service(
         tmp_path,
         "agent",
-        f"node_name: b1\nlisten: 127.0.0.1:{free_port()}\nmetrics_port: 0\n"
-        f"tls:\n  ca: {agent.ca}\n  cert: {agent.cert}\n  key: {agent.key}\n  crl: {other / crl.CRL_NAME}\n",
+        agent_config(
+            f"tls:\n  ca: {agent.ca}\n  cert: {agent.cert}\n  key: {agent.key}\n"
+            f"  crl: {other / crl.CRL_NAME}\n"
+        ),
     )
     assert proc.returncode == 78, proc.stderr
     assert proc.stderr.strip().splitlines()[-1].startswith("npudure agent: the CRL")

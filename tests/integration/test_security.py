@@ -7,11 +7,11 @@ from pathlib import Path
 
 import grpc
 import pytest
-from helpers.cli import run_service
+from helpers.cli import agent_config, run_service
 from helpers.loadgen import frame_bytes
 from helpers.mtls_cluster import as_client, mtls_cluster
 
-from npudure.lab.local import LocalCluster, free_port
+from npudure.lab.local import LocalCluster
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
@@ -126,7 +126,7 @@ def test_a_token_file_others_can_read_is_refused_at_start(tmp_path) -> None:
     proc = run_service(
         tmp_path,
         "agent",
-        f"node_name: b1\nlisten: 127.0.0.1:{free_port()}\nmetrics_port: 0\nadmin:\n  token_file: {token}\n",
+        agent_config(f"admin:\n  token_file: {token}\n"),
     )
     assert proc.returncode == 78
     assert f"chmod 600 {token}" in proc.stderr
@@ -136,8 +136,7 @@ def test_missing_certificate_file_is_a_clear_start_up_error(tmp_path: Path) -> N
     proc = run_service(
         tmp_path,
         "agent",
-        f"node_name: b1\nlisten: 127.0.0.1:{free_port()}\nmetrics_port: 0\n"
-        f"tls:\n  ca: {tmp_path}/ca.crt\n  cert: {tmp_path}/b1.crt\n  key: {tmp_path}/b1.key\n",
+        agent_config(f"tls:\n  ca: {tmp_path}/ca.crt\n  cert: {tmp_path}/b1.crt\n  key: {tmp_path}/b1.key\n"),
     )
     assert proc.returncode == 78
     assert "cannot read the" in proc.stderr and "b1" in proc.stderr
