@@ -215,8 +215,14 @@ COLUMNS = (
 )
 
 
-def _fmt(value: float | None, digits: int = 2) -> str:
+def cell(value: float | None, digits: int = 2) -> str:
+    """A figure of the faults' terminal tables: ``-`` when there is none."""
     return "-" if value is None else f"{value:.{digits}f}"
+
+
+def with_failures(lines: list[str], notes: list[str]) -> str:
+    """A table's lines, then its results' reasons for failing under ``Failures:`` (if any)."""
+    return "\n".join(lines + (["", "Failures:", *notes] if notes else []))
 
 
 def row_cells(r: FaultResult) -> list[str]:
@@ -228,12 +234,12 @@ def row_cells(r: FaultResult) -> list[str]:
         str(r.failed),
         codes,
         str(r.retried),
-        _fmt(r.excluded_after_s),
+        cell(r.excluded_after_s),
         "/".join(r.states_seen) or "-",
-        _fmt(r.back_after_s),
-        _fmt(r.up_after_s),
-        _fmt(r.throughput_before, 1),
-        _fmt(r.throughput_during, 1),
+        cell(r.back_after_s),
+        cell(r.up_after_s),
+        cell(r.throughput_before, 1),
+        cell(r.throughput_during, 1),
         "PASS" if r.passed else "FAIL",
     ]
 
@@ -246,5 +252,4 @@ def table(results: Sequence[FaultResult]) -> str:
         rule=True,
         min_widths=[w for _, w in COLUMNS],
     )
-    notes = [f"  {r.fault} on {r.board}: {why}" for r in results for why in r.why]
-    return "\n".join(lines + (["", "Failures:", *notes] if notes else []))
+    return with_failures(lines, [f"  {r.fault} on {r.board}: {why}" for r in results for why in r.why])

@@ -21,7 +21,7 @@ from npudure.bench.fmt import text_table
 from npudure.bench.payloads import FrameSet
 from npudure.bench.results import write_json
 from npudure.bench.samples import Samples
-from npudure.faults.analysis import error_codes
+from npudure.faults.analysis import cell, error_codes, with_failures
 from npudure.faults.background import BackgroundLoad, Poll, StatusPoller
 
 MAX_GAP_S = 0.5
@@ -273,20 +273,17 @@ COLUMNS = ("scenario", "mode", "requests", "failed", "longest gap s", "of it sta
 
 
 def table(results: Sequence[OperationResult]) -> str:
-    def fmt(v: float | None, d: int = 2) -> str:
-        return "-" if v is None else f"{v:.{d}f}"
-
     rows = [list(COLUMNS)] + [
         [
             r.scenario,
             r.mode,
             str(r.requests),
             str(r.failed),
-            fmt(r.longest_gap_s),
-            fmt(r.gap_stalled_s),
-            fmt(r.action_s, 1),
-            fmt(r.throughput_before, 1),
-            fmt(r.throughput_during, 1),
+            cell(r.longest_gap_s),
+            cell(r.gap_stalled_s),
+            cell(r.action_s, 1),
+            cell(r.throughput_before, 1),
+            cell(r.throughput_during, 1),
             "-" if r.throughput_ratio is None else f"{r.throughput_ratio:.0%}",
             "-" if r.most_boards_out is None else str(r.most_boards_out),
             "PASS" if r.passed else "FAIL",
@@ -294,5 +291,4 @@ def table(results: Sequence[OperationResult]) -> str:
         for r in results
     ]
     lines = text_table(rows[0], rows[1:], sep=" | ", rule=True)
-    notes = [f"  {r.scenario} ({r.mode}): {why}" for r in results for why in r.why]
-    return "\n".join(lines + (["", "Failures:", *notes] if notes else []))
+    return with_failures(lines, [f"  {r.scenario} ({r.mode}): {why}" for r in results for why in r.why])

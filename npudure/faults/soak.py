@@ -15,7 +15,7 @@ import grpc
 from npudure.bench.fmt import text_table
 from npudure.bench.payloads import FrameSet
 from npudure.bench.results import write_csv, write_json
-from npudure.faults.analysis import error_codes
+from npudure.faults.analysis import cell, error_codes
 from npudure.faults.background import BackgroundLoad
 from npudure.faults.fleet import SCHEDULER_HOST, Fleet
 from npudure.faults.scenarios import AGENT_UNIT, SCHEDULER_UNIT
@@ -154,9 +154,7 @@ def verdict(samples: Sequence[ProcSample], warmup_s: float, bounds: Bounds) -> l
 
 
 def _f(value: float | int | None, digits: int = 1) -> str:
-    if value is None:
-        return "-"
-    return str(value) if isinstance(value, int) else f"{value:.{digits}f}"
+    return str(value) if isinstance(value, int) else cell(value, digits)  # counts and pids as they are
 
 
 def _mib(kib: int | None) -> str:
