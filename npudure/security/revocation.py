@@ -89,11 +89,17 @@ class RevocationCheck(handlers.WrappingInterceptor):
         self._log = RateLimitedLog(log, log_every_s)  # a revoked client may retry in a tight loop
         self._on_checked = on_checked
 
-    async def _check(self, context: handlers.Context) -> None:
-        start = time.thread_time_ns()
+    def _revoked_serial(self, context: handlers.Context) -> int | None:
+        """The peer certificate's serial when it is revoked, else None (also without a certificate)."""
         pem = next(iter(context.auth_context().get("x509_pem_cert", ())), None)
-        serial = None if pem is None else self.revocations.revoked_serial(pem)
-        if self._on_checked is not None:
+        return None if pem is None else self.revocations.revoked_serial(pem)
+
+    async def _check(self, context: handlers.Context) -> None:
+        if self._on_checked is None:  # the clock is read only for whoever counts (a syscall on some VMs)
+            serial = self._revoked_serial(context)
+        else:
+            start = time.thread_time_ns()
+            serial = self._revoked_serial(context)
             self._on_checked(time.thread_time_ns() - start)
         if serial is None:
             return
