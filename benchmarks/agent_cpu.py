@@ -68,7 +68,7 @@ _STAGE_LINE = "npudure_agent_stage_cpu_seconds_total{"
 
 
 # ====================================================================== the floor server
-async def _floor(port: int, tls_dir: Path | None) -> None:
+async def _floor(port: int, tls_files: list[Path] | None) -> None:
     async def take(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         return b""  # the bytes were received; nothing is parsed or answered
 
@@ -77,13 +77,11 @@ async def _floor(port: int, tls_dir: Path | None) -> None:
     server.add_generic_rpc_handlers(
         (grpc.method_handlers_generic_handler(contract.INFERENCE, {"Infer": handler}),)
     )
-    if tls_dir is None:
+    if tls_files is None:
         server.add_insecure_port(f"127.0.0.1:{port}")
     else:  # what the agent's TLS port requires: a client certificate signed by the CA
-        pair = ((tls_dir / "agent.key").read_bytes(), (tls_dir / "agent.crt").read_bytes())
-        credentials = grpc.ssl_server_credentials(
-            [pair], (tls_dir / pki.CA_CERT).read_bytes(), require_client_auth=True
-        )
+        ca, cert, key = (p.read_bytes() for p in tls_files)
+        credentials = grpc.ssl_server_credentials([(key, cert)], ca, require_client_auth=True)
         server.add_secure_port(f"127.0.0.1:{port}", credentials)
     await server.start()
     stop = asyncio.Event()
@@ -117,20 +115,13 @@ def _wait_port(target: Target, process: subprocess.Popen, timeout_s: float = 60)
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"the server for {target.address} exited with code {process.returncode}")
-        channel = (
-            grpc.secure_channel(target.address, target.tls.channel_credentials())
-            if target.tls
-            else grpc.insecure_channel(target.address)
-        )
-        with channel, contextlib.suppress(grpc.FutureTimeoutError):
+        with target.channel(grpc) as channel, contextlib.suppress(grpc.FutureTimeoutError):
             grpc.channel_ready_future(channel).result(timeout=1)
             return
     raise TimeoutError(f"the server for {target.address} did not start within {timeout_s:.0f}s")
 
 
-def _agent_config(
-    workdir: Path, port: int, metrics_port: int, time_scale: float, tls_dir: Path | None = None
-) -> Path:
+def _agent_config(workdir: Path, port: int, metrics_port: int, time_scale: float, tls: Tls | None) -> Path:
     import yaml
 
     config: dict[str, Any] = {
@@ -142,34 +133,28 @@ def _agent_config(
         "queue_limit": 256,
         "sim": {"time_scale": time_scale, "jitter_cv": 0.0},
     }
-    if tls_dir is not None:
-        config["tls"] = {
-            k: str(tls_dir / f) for k, f in (("ca", pki.CA_CERT), ("cert", "agent.crt"), ("key", "agent.key"))
-        }
-    path = workdir / ("agent-mtls.yml" if tls_dir else "agent.yml")
+    if tls is not None:
+        config["tls"] = dict(zip(("ca", "cert", "key"), map(str, tls.server_files), strict=True))
+    path = workdir / ("agent-mtls.yml" if tls else "agent.yml")
     path.write_text(yaml.safe_dump(config))
     return path
 
 
 class Tls:
-    """A CA made for the run, the servers' certificate (agent.crt, SAN 127.0.0.1) and a client's."""
+    """A CA made for the run, the servers' certificate (SAN 127.0.0.1) and a client's, with the client's
+    gRPC credentials and the SSL context for the agent's /metrics (which asks a TLS agent's scrapers
+    for a certificate too)."""
 
     def __init__(self, directory: Path) -> None:
-        self.dir = directory
         pki.make_ca(directory)
-        pki.issue(directory, "agent", ["127.0.0.1"])
+        server = pki.issue(directory, "cpu-bench-server", ["127.0.0.1"])
         client = pki.issue(directory, "cpu-bench-client", [], usage="client-only")
-        self.ca, self.cert, self.key = (p.read_bytes() for p in (client.ca, client.cert, client.key))
-        self.paths = client
-
-    def channel_credentials(self) -> grpc.ChannelCredentials:
-        return grpc.ssl_channel_credentials(self.ca, self.key, self.cert)
-
-    def ssl_context(self) -> ssl.SSLContext:
-        """For the agent's /metrics, which asks a TLS agent's scrapers for a certificate too."""
-        context = ssl.create_default_context(cafile=str(self.paths.ca))
-        context.load_cert_chain(str(self.paths.cert), str(self.paths.key))
-        return context
+        self.server_files = (server.ca, server.cert, server.key)
+        self.credentials = grpc.ssl_channel_credentials(
+            client.ca.read_bytes(), client.key.read_bytes(), client.cert.read_bytes()
+        )
+        self.ssl_context = ssl.create_default_context(cafile=str(client.ca))
+        self.ssl_context.load_cert_chain(str(client.cert), str(client.key))
 
 
 # ====================================================================== load and meters
@@ -182,17 +167,17 @@ class Target:
     metrics_port: int | None = None
     tls: Tls | None = None
 
+    def channel(self, module: Any, **kwargs: Any) -> Any:
+        """A channel to the server from ``module`` (``grpc`` or ``grpc.aio``), over TLS where it asks."""
+        if self.tls is None:
+            return module.insecure_channel(self.address, **kwargs)
+        return module.secure_channel(self.address, self.tls.credentials, **kwargs)
+
 
 async def _drive(target: Target, requests: list[bytes], count: int, concurrency: int) -> int:
     """``count`` calls, ``concurrency`` outstanding, cycling over ``requests``; returns failures."""
     failures = 0
-    options = contract.message_size_options(MAX_MESSAGE)
-    channel = (
-        grpc.aio.secure_channel(target.address, target.tls.channel_credentials(), options=options)
-        if target.tls
-        else grpc.aio.insecure_channel(target.address, options=options)
-    )
-    async with channel:
+    async with target.channel(grpc.aio, options=contract.message_size_options(MAX_MESSAGE)) as channel:
         call = channel.unary_unary(contract.INFER_METHOD)
         next_i = iter(range(count))
 
@@ -211,7 +196,7 @@ async def _drive(target: Target, requests: list[bytes], count: int, concurrency:
 def _scrape(metrics_port: int, tls: Tls | None) -> dict[str, float]:
     """The agent's stage CPU counters, its loop-thread CPU and its frame count."""
     url = f"{'https' if tls else 'http'}://127.0.0.1:{metrics_port}/metrics"
-    with urllib.request.urlopen(url, timeout=10, context=tls.ssl_context() if tls else None) as reply:
+    with urllib.request.urlopen(url, timeout=10, context=tls.ssl_context if tls else None) as reply:
         text = reply.read().decode()
     out: dict[str, float] = {}
     for line in text.splitlines():
@@ -551,7 +536,7 @@ def _start_floor(workdir: Path, tls: Tls | None, procs: list[subprocess.Popen]) 
     port = free_port()
     args = [sys.executable, __file__, "--serve-floor", str(port)]
     if tls:
-        args += ["--floor-tls", str(tls.dir)]
+        args += ["--floor-tls", *map(str, tls.server_files)]
     process = _spawn(args, workdir / f"floor{'-mtls' if tls else ''}.log")
     procs.append(process)
     target = Target(f"127.0.0.1:{port}", process.pid, tls=tls)
@@ -561,7 +546,7 @@ def _start_floor(workdir: Path, tls: Tls | None, procs: list[subprocess.Popen]) 
 
 def _start_agent(workdir: Path, time_scale: float, tls: Tls | None, procs: list[subprocess.Popen]) -> Target:
     port, metrics_port = free_port(), free_port()
-    config = _agent_config(workdir, port, metrics_port, time_scale, tls.dir if tls else None)
+    config = _agent_config(workdir, port, metrics_port, time_scale, tls)
     process = _spawn(
         [sys.executable, "-m", "npudure", "agent", "--config", str(config), "--log-level", "WARNING"],
         workdir / f"{config.stem}.log",
@@ -651,7 +636,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--decode-repeat", type=int, default=30)
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--serve-floor", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--floor-tls", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--floor-tls", type=Path, nargs=3, help=argparse.SUPPRESS)  # CA, cert, key
     args = parser.parse_args(argv)
     # SIGTERM ends the run through its finally blocks: the servers it started are stopped too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
