@@ -343,7 +343,7 @@ def _step(fleet, frames, tmp_path: Path, scenario: str, action, **kw) -> list:
     return results
 
 
-def _board_joins(fleet, step, scenario: str, inventory: Path, board: str, extra: dict, log: Path) -> float:
+def _board_joins(step, scenario: str, inventory: Path, board: str, extra: dict, log: Path) -> float:
     """site.yml limited to ``board`` and the scheduler (docs/operations.md, Add a board) under load: no
     request lost, and the board serves through the scheduler. Returns the latest of the modes' seconds
     from the play's end to its first served request (negative: it served before the play ended)."""
@@ -558,7 +558,7 @@ def test_a_fourth_board_joins_under_load_and_leaves_again(fleet, tmp_path: Path)
 
         boards = yaml.safe_load(inventory.read_text())["all"]["children"]["boards"]["hosts"]
         assert board in boards and board not in fleet.boards, (board, boards)
-        served = _board_joins(fleet, step, "add-board (4th)", inventory, board, extra, tmp_path / "add.log")
+        served = _board_joins(step, "add-board (4th)", inventory, board, extra, tmp_path / "add.log")
         states = {b.name: b.state for b in fleet.status().boards}
         assert board in states, f"{board} is not in the scheduler's board set: {states}"
         assert _sched_pid(fleet) == sched_pid, "the scheduler restarted instead of reloading its board set"
@@ -735,7 +735,7 @@ def test_a_board_leaves_its_token_is_rotated_and_it_joins_again(fleet, tmp_path:
 
     # The board back: site.yml on it and the scheduler alone.
     sched_pid = _sched_pid(fleet)
-    served = _board_joins(fleet, step, "add-board", inventory, board, {**rotation}, tmp_path / "add.log")
+    served = _board_joins(step, "add-board", inventory, board, {**rotation}, tmp_path / "add.log")
     ok, states = fleet.wait_all_up(30)
     assert ok, states  # every board, the returning one too, UP
     assert _sched_pid(fleet) == sched_pid, "the scheduler restarted instead of reloading its board set"
