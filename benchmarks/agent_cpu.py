@@ -42,6 +42,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,9 +50,10 @@ from typing import Any
 import grpc
 
 from npudure.agent.cpu_account import STAGES, THREADS
-from npudure.bench.cpu import process_cpu_s
+from npudure.bench.cpu import host_cpu_busy_s, host_others, process_cpu_s
 from npudure.bench.fmt import f, text_table
 from npudure.bench.results import write_json
+from npudure.bench.validity import HOST_MAX_STEAL_FRACTION
 from npudure.lab.local import free_port
 from npudure.proto import contract
 from npudure.proto import inference_pb2 as pb
@@ -65,6 +67,8 @@ READS_PER_FRAME = 16
 PATHS = ("floor", "agent raw", "agent jpeg", "agent jpeg1080", "floor mtls", "agent raw mtls")
 AGENT_PATHS = tuple(p for p in PATHS if p.startswith("agent"))
 _STAGE_LINE = "npudure_agent_stage_cpu_seconds_total{"
+# Other processes' share of the host's CPU in a measured window above which the run is flagged shared.
+OTHERS_MAX_FRACTION = 0.10
 
 
 # ====================================================================== the floor server
@@ -215,9 +219,12 @@ def _scrape(metrics_port: int, tls: Tls | None) -> dict[str, float]:
 def _measure(target: Target, requests: list[bytes], count: int, concurrency: int) -> dict[str, Any]:
     metrics_port = target.metrics_port
     before = _scrape(metrics_port, target.tls) if metrics_port else {}
+    host0, own0 = host_cpu_busy_s(), time.process_time()
     cpu0, wall0 = process_cpu_s(target.pid) or 0.0, time.perf_counter()
     failures = asyncio.run(_drive(target, requests, count, concurrency))
     cpu1, wall1 = process_cpu_s(target.pid) or 0.0, time.perf_counter()
+    own_s = (cpu1 - cpu0) + (time.process_time() - own0)  # the server and this client
+    host = host_others(host0, host_cpu_busy_s(), own_s)
     after = _scrape(metrics_port, target.tls) if metrics_port else {}
     frames_ok = count - failures
     row: dict[str, Any] = {
@@ -227,6 +234,8 @@ def _measure(target: Target, requests: list[bytes], count: int, concurrency: int
         "fps": count / (wall1 - wall0),
         "process_cpu_ms_per_frame": (cpu1 - cpu0) * 1e3 / max(frames_ok, 1),
     }
+    if host is not None:
+        row.update(host)
     if metrics_port:
         n = max(
             after.get("npudure_agent_stage_cpu_frames_total", 0)
@@ -393,6 +402,36 @@ def _median_rows(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return med
 
 
+def host_summary(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The worst window of the measured runs: how much CPU other processes took and the hypervisor
+    stole. Either over its limit means the figures carry someone else's work (shared caches, a
+    stolen core's wake-ups): they are flagged, not dropped."""
+    others = [r["others_fraction"] for r in rows if "others_fraction" in r]
+    steal = [r["steal_fraction"] for r in rows if "steal_fraction" in r]
+    if not others:
+        return None
+    return {
+        "others_fraction_max": max(others),
+        "steal_fraction_max": max(steal),
+        "others_limit": OTHERS_MAX_FRACTION,
+        "steal_limit": HOST_MAX_STEAL_FRACTION,
+        "shared": max(others) > OTHERS_MAX_FRACTION or max(steal) > HOST_MAX_STEAL_FRACTION,
+    }
+
+
+def _host_lines(host: dict[str, Any] | None) -> list[str]:
+    if host is None:
+        return ["host during the runs: unknown (no /proc/stat)"]
+    line = (
+        f"host during the runs (worst window): other processes took {host['others_fraction_max']:.1%} "
+        f"of its CPU (limit {host['others_limit']:.0%}), the hypervisor stole "
+        f"{host['steal_fraction_max']:.1%} (limit {host['steal_limit']:.0%})"
+    )
+    if host["shared"]:
+        line += " — SHARED HOST: the figures carry other work; compare ratios within this run only"
+    return [line]
+
+
 def _floor_of(path: str) -> str:
     """The floor a path is set against: the one on its own transport."""
     return "floor mtls" if path.endswith("mtls") else "floor"
@@ -408,6 +447,7 @@ def report(result: dict[str, Any]) -> list[str]:
         + f"; python {c['python']}, grpcio {c['grpcio']}, numpy {c['numpy']}, Pillow {c['pillow']}, "
         + f"simplejpeg {c.get('simplejpeg', '?')}; "
         f"backend {c['backend']}; client {c['client']}",
+        *_host_lines(result.get("host")),
         "",
     ]
     rows = []
@@ -477,7 +517,9 @@ def report(result: dict[str, Any]) -> list[str]:
     if hand:
         lines.append(
             "pool hand-off (WorkerPool.run of a no-op context: free-list wait, to its thread and back, "
-            f"release), whole process CPU {hand['cpu_us']:.1f} µs per frame, wall {hand['wall_us']:.1f} µs"
+            f"release), whole process CPU {hand['cpu_us']:.1f} µs per frame, wall {hand['wall_us']:.1f} µs; "
+            f"JPEG decode hand-off (DecodePool.decode of a no-op decode) {hand['decode_cpu_us']:.1f} µs, "
+            f"wall {hand['decode_wall_us']:.1f} µs"
         )
     us = result["clock_read_us"]
     lines.append(
@@ -583,6 +625,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 for name in order:
                     rows[name].append(_measure(targets[name], requests[name], args.frames, args.concurrency))
             result["paths"] = {p: _median_rows(r) for p, r in rows.items()}
+            result["host"] = host_summary([row for path in rows.values() for row in path])
         finally:
             for process in procs:
                 _stop(process)
@@ -595,10 +638,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def _handoff_us(count: int) -> dict[str, float]:
-    """The pool's own cost per frame, the NPU and the decode taken out: ``WorkerPool.run`` of a
-    context that returns at once, one frame at a time, process CPU (both threads) and wall."""
+    """The agent's own hand-offs per frame, the NPU and the decode taken out, one frame at a time,
+    process CPU (every thread) and wall: ``WorkerPool.run`` of a context that returns at once, and
+    ``DecodePool.decode`` of a JPEG whose decode returns at once."""
     import numpy as np
 
+    from npudure.agent.decode_pool import DecodePool
     from npudure.agent.pool import WorkerPool
     from npudure.backends.base import Context, ContextResult
 
@@ -609,19 +654,27 @@ async def _handoff_us(count: int) -> dict[str, float]:
         def run(self, image: np.ndarray) -> ContextResult:
             return reply
 
-    pool = WorkerPool([Instant()], queue_limit=4)
-    try:
+    async def per_frame(call: Callable[[], Awaitable[object]]) -> tuple[float, float]:
         for _ in range(100):
-            await pool.run(lambda: image)
+            await call()
         cpu, wall = time.process_time(), time.perf_counter()
         for _ in range(count):
-            await pool.run(lambda: image)
-        return {
-            "cpu_us": (time.process_time() - cpu) * 1e6 / count,
-            "wall_us": (time.perf_counter() - wall) * 1e6 / count,
-        }
+            await call()
+        return (time.process_time() - cpu) * 1e6 / count, (time.perf_counter() - wall) * 1e6 / count
+
+    pool, decoder = WorkerPool([Instant()], queue_limit=4), DecodePool(threads=2, queue_limit=4)
+    try:
+        cpu_us, wall_us = await per_frame(lambda: pool.run(lambda: image))
+        jpeg_cpu_us, jpeg_wall_us = await per_frame(lambda: decoder.decode(pb.ENCODING_JPEG, lambda: image))
     finally:
         pool.close()
+        decoder.close()
+    return {
+        "cpu_us": cpu_us,
+        "wall_us": wall_us,
+        "decode_cpu_us": jpeg_cpu_us,
+        "decode_wall_us": jpeg_wall_us,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

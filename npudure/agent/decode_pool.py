@@ -5,51 +5,57 @@ previous frame. Here it runs first, on ``threads`` threads of its own, with at m
 frames waiting: a burst of costly JPEGs queues (or is refused, RESOURCE_EXHAUSTED) here, and the
 NPU slots keep serving frames that are already decoded. Raw frames need no decoding (a view of the
 request's bytes) and skip the pool.
+
+Invariant: ``in_flight`` counts the decodes handed to the threads whose call has not returned. It is
+taken before the hand-off and released by the call's own return (``JobThreads``' ``on_return``), so
+a caller that gives up mid-decode does not free a slot whose thread is still busy decoding.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import numpy as np
 
+from npudure.agent.job_threads import JobThreads
 from npudure.proto import inference_pb2 as pb
 from npudure.vision import frames
 
 
 class DecodePool:
     def __init__(self, threads: int, queue_limit: int) -> None:
-        self._executor = ThreadPoolExecutor(threads, "decode")
-        self._slots = asyncio.Semaphore(threads + queue_limit)
-        self.waiting = 0
+        self._threads = JobThreads("decode", threads=threads)
+        self.capacity = threads + queue_limit
+        self.in_flight = 0
 
     async def decode(self, encoding: int, work: Callable[[], np.ndarray]) -> tuple[np.ndarray, float]:
         """``work()`` (the model's input, decoded) and its time; FrameError for what the budget refuses."""
         if encoding == pb.ENCODING_RAW_RGB:
             start = time.perf_counter()
             return work(), time.perf_counter() - start
-        if self._slots.locked():
+        if self.in_flight >= self.capacity:
             raise frames.FrameError(
                 "the board's JPEG decoder is full: slow down or send raw frames",
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
             )
-        async with self._slots:
 
-            def job() -> tuple[np.ndarray, float]:
-                start = time.perf_counter()
-                return work(), time.perf_counter() - start
+        def job() -> tuple[np.ndarray, float]:
+            start = time.perf_counter()
+            return work(), time.perf_counter() - start
 
-            # Shielded: a caller that gives up does not free the thread early; the slot waits for it.
-            future = asyncio.get_running_loop().run_in_executor(self._executor, job)
-            try:
-                return await asyncio.shield(future)
-            except asyncio.CancelledError:
-                await asyncio.wait([future])
-                raise
+        self.in_flight += 1
+        try:
+            future = self._threads.submit(job, self._release)
+        except BaseException:  # never queued: nothing will return to release it
+            self.in_flight -= 1
+            raise
+        result: tuple[np.ndarray, float] = await future
+        return result
+
+    def _release(self) -> None:
+        self.in_flight -= 1
 
     def close(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        self._threads.stop(wait=False)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from npudure.agent.npu_thread import NpuThread
+from npudure.agent.job_threads import JobThreads
 from npudure.backends.base import Context, ContextResult
 
 log = logging.getLogger(__name__)
@@ -33,7 +33,7 @@ class PoolFull(Exception):
 class Worker:
     index: int
     context: Context
-    thread: NpuThread
+    thread: JobThreads
     busy_since: float | None = None
     # Replaced after a hang: release the context when its thread returns, never hand it out again.
     retired: bool = False
@@ -57,7 +57,7 @@ class WorkerPool:
         thread_initializer: Callable[[], object] | None = None,  # its return value is ignored
     ) -> None:
         self._workers = [
-            Worker(i, ctx, NpuThread(f"npu{i}", thread_initializer)) for i, ctx in enumerate(contexts)
+            Worker(i, ctx, JobThreads(f"npu{i}", thread_initializer)) for i, ctx in enumerate(contexts)
         ]
         self._free: asyncio.Queue[Worker] = asyncio.Queue()
         for worker in self._workers:
@@ -105,7 +105,7 @@ class WorkerPool:
                 )
                 continue
             context = new_context(old.index)
-            fresh = Worker(old.index, context, NpuThread(f"npu{old.index}", self._initializer))
+            fresh = Worker(old.index, context, JobThreads(f"npu{old.index}", self._initializer))
             old.retired = True
             self._retired.append(old)
             self._workers[i] = fresh

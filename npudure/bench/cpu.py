@@ -101,6 +101,20 @@ def host_window(
     }
 
 
+def host_others(before: HostCpu | None, after: HostCpu | None, own_s: float) -> dict[str, float] | None:
+    """What else the host ran between two samples, for a benchmark that knows its own CPU: ``own_s``
+    is the CPU seconds of every process it started (itself included). ``others_fraction`` is the
+    rest of the host's busy time (steal taken out), ``steal_fraction`` what the hypervisor gave to
+    other guests, both as fractions of all the host's cores over the window. A load average says
+    only that something was runnable; this says how much CPU it took. None if unavailable."""
+    if before is None or after is None or after.total_s <= before.total_s:
+        return None
+    total = after.total_s - before.total_s
+    steal = after.steal_s - before.steal_s
+    others = (after.busy_s - before.busy_s) - steal - own_s
+    return {"others_fraction": max(others, 0.0) / total, "steal_fraction": steal / total}
+
+
 def _listening_inodes(port: int) -> set[str]:
     inodes: set[str] = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):

@@ -13,7 +13,7 @@ from prometheus_client import generate_latest
 from npudure.agent.metrics import AgentMetrics
 from npudure.backends.sim import SimBackend
 from npudure.bench import validity
-from npudure.bench.cpu import HostCpu, host_window
+from npudure.bench.cpu import HostCpu, host_others, host_window
 from npudure.config import SimConfig
 
 FRAME = np.zeros((640, 640, 3), np.uint8)
@@ -155,3 +155,14 @@ def test_status_prints_the_lag_of_an_emulated_board(capsys: pytest.CaptureFixtur
     assert "lag +20.0%" in capsys.readouterr().out
     _print_node(pb.NodeStatus(node="b1"))  # a real board: no emulation line
     assert "emulation" not in capsys.readouterr().out
+
+
+def test_host_others_takes_out_own_cpu_and_steal() -> None:
+    # 200 s of host time: 98 busy, of which 10 stolen and 40 ours: 48 s by others.
+    before, after = HostCpu(100.0, 1000.0, 1.0), HostCpu(198.0, 1200.0, 11.0)
+    got = host_others(before, after, own_s=40.0)
+    assert got == pytest.approx({"others_fraction": 48 / 200, "steal_fraction": 10 / 200})
+    # Our own meters can run a tick ahead of /proc/stat: never a negative share.
+    assert host_others(before, after, own_s=95.0)["others_fraction"] == 0.0  # type: ignore[index]
+    assert host_others(after, before, own_s=0.0) is None
+    assert host_others(None, after, own_s=0.0) is None

@@ -1,6 +1,6 @@
-"""The pool's per-context thread: results and errors reach the awaiting caller, calls run in order on
-one named thread, and the release hook runs only once the call has returned — also when the caller
-went away mid-call."""
+"""The agent's job threads (an NPU context's one thread, the JPEG decoders' few): results and errors
+reach the awaiting caller, one thread runs calls in order under its name, several share one queue,
+and the release hook runs only once the call has returned — also when the caller went away mid-call."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ import threading
 
 import pytest
 
-from npudure.agent.npu_thread import NpuThread
+from npudure.agent.job_threads import JobThreads
 
 pytestmark = pytest.mark.timeout(15)
 
 
 async def test_results_and_errors_come_back_in_order_on_one_thread() -> None:
-    thread = NpuThread("npu7")
+    thread = JobThreads("npu7")
     returned: list[int] = []
     try:
         calls = [
@@ -36,7 +36,7 @@ async def test_results_and_errors_come_back_in_order_on_one_thread() -> None:
 
 
 async def test_a_cancelled_caller_releases_only_when_the_call_returns() -> None:
-    thread = NpuThread("npu0")
+    thread = JobThreads("npu0")
     gate, started = threading.Event(), threading.Event()
     released = asyncio.Event()
 
@@ -69,11 +69,36 @@ async def test_a_failing_initializer_does_not_stop_the_thread_serving() -> None:
     def refuse() -> None:
         raise OSError("sched_setaffinity refused")
 
-    thread = NpuThread("npu1", refuse)
+    thread = JobThreads("npu1", refuse)
     try:
         assert await asyncio.wait_for(thread.submit(lambda: 42, lambda: None), 5) == 42
     finally:
         thread.stop(wait=True)
+
+
+async def test_several_threads_share_one_queue_and_all_stop() -> None:
+    threads = JobThreads("decode", threads=2)
+    both_in, gate = threading.Barrier(2, timeout=5), threading.Event()
+
+    def held() -> str:
+        both_in.wait()  # only passes when the two calls run at once, on two threads
+        gate.wait(5)
+        return threading.current_thread().name
+
+    try:
+        calls = [threads.submit(held, lambda: None) for _ in range(2)]
+        await asyncio.sleep(0.05)
+        gate.set()
+        assert sorted(await asyncio.gather(*calls)) == ["decode0", "decode1"]
+    finally:
+        gate.set()
+        threads.stop(wait=True)
+    assert not [t for t in threading.enumerate() if t.name in ("decode0", "decode1")]
+
+
+def test_no_threads_is_refused() -> None:
+    with pytest.raises(ValueError, match="at least one thread"):
+        JobThreads("decode", threads=0)
 
 
 def test_a_process_that_never_stops_its_threads_still_exits() -> None:
@@ -82,6 +107,6 @@ def test_a_process_that_never_stops_its_threads_still_exits() -> None:
     import subprocess
     import sys
 
-    code = "from npudure.agent.npu_thread import NpuThread\nt = NpuThread('npu0')\nt.call(lambda: None)\n"
+    code = "from npudure.agent.job_threads import JobThreads\nt = JobThreads('npu0')\nt.call(lambda: None)\n"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=10)
     assert proc.returncode == 0, proc.stderr
