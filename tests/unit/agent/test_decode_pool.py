@@ -6,7 +6,9 @@ raw frames never enter the pool."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
+from collections.abc import Iterator
 
 import grpc
 import numpy as np
@@ -43,25 +45,40 @@ class Gate:
             assert await asyncio.to_thread(self.started.acquire, True, 5)
 
 
-async def test_decodes_run_on_the_pools_threads_and_come_back_with_their_time() -> None:
-    pool = DecodePool(threads=2, queue_limit=1)
+@contextlib.contextmanager
+def pool_and_gate(threads: int, queue_limit: int) -> Iterator[tuple[DecodePool, Gate]]:
+    pool, gate = DecodePool(threads, queue_limit), Gate()
     try:
+        yield pool, gate
+    finally:
+        gate.open.set()
+        pool.close()
+
+
+async def serves_again(pool: DecodePool) -> None:
+    """Every slot is back (the releases run on the loop) and a decode goes through."""
+    for _ in range(100):
+        if pool.in_flight == 0:
+            break
+        await asyncio.sleep(0.02)
+    assert pool.in_flight == 0
+    assert (await pool.decode(JPEG, _image))[0].shape == (4, 4, 3)
+
+
+async def test_decodes_run_on_the_pools_threads_and_come_back_with_their_time() -> None:
+    with pool_and_gate(threads=2, queue_limit=1) as (pool, gate):
         image, seconds = await pool.decode(JPEG, lambda: _image() + 1)
         assert image.sum() == 4 * 4 * 3 and seconds >= 0
-        gate = Gate()
         calls = [asyncio.create_task(pool.decode(JPEG, gate.work)) for _ in range(2)]
         await gate.wait_started(2)  # both at once: two threads
         gate.open.set()
         await asyncio.gather(*calls)
         assert sorted(gate.threads) == ["decode0", "decode1"]
-        assert pool.in_flight == 0
-    finally:
-        pool.close()
+        await serves_again(pool)
 
 
 async def test_a_full_pool_refuses_with_resource_exhausted_and_recovers() -> None:
-    pool, gate = DecodePool(threads=1, queue_limit=1), Gate()
-    try:
+    with pool_and_gate(threads=1, queue_limit=1) as (pool, gate):
         running = [asyncio.create_task(pool.decode(JPEG, gate.work)) for _ in range(2)]  # 1 + 1 queued
         await gate.wait_started(1)
         assert pool.in_flight == pool.capacity == 2
@@ -72,16 +89,11 @@ async def test_a_full_pool_refuses_with_resource_exhausted_and_recovers() -> Non
         assert image.shape == (4, 4, 3)
         gate.open.set()
         await asyncio.gather(*running)
-        assert pool.in_flight == 0
-        assert (await pool.decode(JPEG, _image))[0].shape == (4, 4, 3)
-    finally:
-        gate.open.set()
-        pool.close()
+        await serves_again(pool)
 
 
 async def test_a_cancelled_caller_keeps_its_slot_until_the_decode_returns() -> None:
-    pool, gate = DecodePool(threads=1, queue_limit=0), Gate()
-    try:
+    with pool_and_gate(threads=1, queue_limit=0) as (pool, gate):
         task = asyncio.create_task(pool.decode(JPEG, gate.work))
         await gate.wait_started(1)
         task.cancel()
@@ -90,28 +102,15 @@ async def test_a_cancelled_caller_keeps_its_slot_until_the_decode_returns() -> N
         with pytest.raises(frames.FrameError, match="full"):  # its thread still decodes
             await pool.decode(JPEG, _image)
         gate.open.set()
-        for _ in range(100):
-            if pool.in_flight == 0:
-                break
-            await asyncio.sleep(0.02)
-        assert pool.in_flight == 0
-        assert (await pool.decode(JPEG, _image))[0].shape == (4, 4, 3)
-    finally:
-        gate.open.set()
-        pool.close()
+        await serves_again(pool)
 
 
 async def test_a_decode_error_reaches_the_caller_and_frees_its_slot() -> None:
-    pool = DecodePool(threads=1, queue_limit=0)
-
     def corrupt() -> np.ndarray:
         raise frames.FrameError("the JPEG is corrupt", grpc.StatusCode.INVALID_ARGUMENT)
 
-    try:
+    with pool_and_gate(threads=1, queue_limit=0) as (pool, _):
         with pytest.raises(frames.FrameError, match="corrupt"):
             await pool.decode(JPEG, corrupt)
-        await asyncio.sleep(0)  # the release is scheduled with the result
-        assert pool.in_flight == 0
-        assert (await pool.decode(JPEG, _image))[0].shape == (4, 4, 3)
-    finally:
-        pool.close()
+        assert pool.in_flight == 0  # released in the same loop callback that raised it here
+        await serves_again(pool)
