@@ -7,7 +7,7 @@ NPU slots keep serving frames that are already decoded. Raw frames need no decod
 request's bytes) and skip the pool.
 
 Invariant: ``in_flight`` counts the decodes handed to the threads whose call has not returned. It is
-taken before the hand-off and released by the call's own return (``JobThreads``' ``on_return``), so
+taken at the hand-off and released by the call's own return (``JobThreads``' ``on_return``), so
 a caller that gives up mid-decode does not free a slot whose thread is still busy decoding.
 """
 
@@ -45,12 +45,8 @@ class DecodePool:
             start = time.perf_counter()
             return work(), time.perf_counter() - start
 
-        self.in_flight += 1
-        try:
-            future = self._threads.submit(job, self._release)
-        except BaseException:  # never queued: nothing will return to release it
-            self.in_flight -= 1
-            raise
+        future = self._threads.submit(job, self._release)
+        self.in_flight += 1  # before any release can run: releases run on this loop, after we await
         result: tuple[np.ndarray, float] = await future
         return result
 

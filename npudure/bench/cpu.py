@@ -89,12 +89,12 @@ def host_window(
     """Idle and steal fractions of the host's CPU between two samples, for the host_saturated rule.
     ``shared``: the harness and the scheduler (and, in the lab, the emulated boards) run on this host;
     ``max_steal``: the steal fraction the run was allowed (``--max-steal``)."""
-    if before is None or after is None or after.total_s <= before.total_s:
+    window = _between(before, after)
+    if window is None:
         return None
-    total = after.total_s - before.total_s
     return {
-        "idle_fraction": 1 - (after.busy_s - before.busy_s) / total,
-        "steal_fraction": (after.steal_s - before.steal_s) / total,
+        "idle_fraction": 1 - window.busy_s / window.total_s,
+        "steal_fraction": window.steal_s / window.total_s,
         "cpu_count": os.cpu_count() or 1,
         "shared_with_cluster": shared,
         "steal_limit": max_steal,
@@ -107,12 +107,20 @@ def host_others(before: HostCpu | None, after: HostCpu | None, own_s: float) -> 
     rest of the host's busy time (steal taken out), ``steal_fraction`` what the hypervisor gave to
     other guests, both as fractions of all the host's cores over the window. A load average says
     only that something was runnable; this says how much CPU it took. None if unavailable."""
+    window = _between(before, after)
+    if window is None:
+        return None
+    others = max(window.busy_s - window.steal_s - own_s, 0.0)
+    return {"others_fraction": others / window.total_s, "steal_fraction": window.steal_s / window.total_s}
+
+
+def _between(before: HostCpu | None, after: HostCpu | None) -> HostCpu | None:
+    """The host's CPU seconds spent between two samples; None if either is missing or no time passed."""
     if before is None or after is None or after.total_s <= before.total_s:
         return None
-    total = after.total_s - before.total_s
-    steal = after.steal_s - before.steal_s
-    others = (after.busy_s - before.busy_s) - steal - own_s
-    return {"others_fraction": max(others, 0.0) / total, "steal_fraction": steal / total}
+    return HostCpu(
+        after.busy_s - before.busy_s, after.total_s - before.total_s, after.steal_s - before.steal_s
+    )
 
 
 def _listening_inodes(port: int) -> set[str]:
