@@ -24,21 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the shared test helpers: tests/helpers/
 
 import grpc  # noqa: E402
+from helpers import abuse_clients as clients  # noqa: E402
 from helpers import jpeg_bombs  # noqa: E402
-from helpers.abuse_clients import (  # noqa: E402
-    LegitProbe,
-    PeakSampler,
-    abuse_cluster,
-    board_states,
-    grpc_headers,
-    gzip_bombs,
-    h2_connect,
-    jpeg_frames,
-    length_prefix,
-    pump,
-    storm,
-    unfinished_streams,
-)
 
 from npudure.lab.local import LocalCluster, free_port  # noqa: E402
 from npudure.proto import contract  # noqa: E402
@@ -55,16 +42,16 @@ def _count(codes: list[str]) -> str:
 
 
 def _frames(address: str, frame: bytes, count: int) -> list[str]:
-    return [code for code, _ in jpeg_frames(address, frame, count)]
+    return [code for code, _ in clients.jpeg_frames(address, frame, count)]
 
 
 def deadline_storm(c: LocalCluster) -> tuple[str, str]:
-    codes = storm(c.address, 12, 5.0, deadline_s=0.025)
+    codes = clients.storm(c.address, 12, 5.0, deadline_s=0.025)
     return "12 callers x 5 s, 25 ms deadline", ", ".join(f"{n} {k}" for k, n in codes.items())
 
 
 def cancel_storm(c: LocalCluster) -> tuple[str, str]:
-    codes = storm(c.address, 12, 5.0, deadline_s=5.0, cancel_s=0.01)
+    codes = clients.storm(c.address, 12, 5.0, deadline_s=5.0, cancel_s=0.01)
     return "12 callers x 5 s, cancelled after 10 ms", ", ".join(f"{n} {k}" for k, n in codes.items())
 
 
@@ -80,13 +67,13 @@ def segment_bomb(c: LocalCluster) -> tuple[str, str]:
 
 def gzip_bomb(c: LocalCluster) -> tuple[str, str]:
     bomb = gzip.compress(b"\0" * (4 << 20))
-    codes = [s or "no status" for _ in range(4) for s in gzip_bombs(c.address, bomb, 16)]
+    codes = [s or "no status" for _ in range(4) for s in clients.gzip_bombs(c.address, bomb, 16)]
     return f"64 x gzip body ({len(bomb)} B inflating to 4 MiB)", _count(codes)
 
 
 def unfinished(c: LocalCluster) -> tuple[str, str]:
     started = time.monotonic()
-    stalled = unfinished_streams(c.address, 1, 100, 64 << 10)
+    stalled = clients.unfinished_streams(c.address, 1, 100, 64 << 10)
     ends: list[str] = []
     while time.monotonic() - started < 20 and not {"GOAWAY", "CLOSED"} & set(ends):
         ends += stalled.poll(0.5)
@@ -100,26 +87,25 @@ def unfinished(c: LocalCluster) -> tuple[str, str]:
 
 def over_rpc_cap(c: LocalCluster) -> tuple[str, str]:
     agent = c.agents["board2"].address
-    stalled = unfinished_streams(agent, 3, 100, 64 << 10)
+    stalled = clients.unfinished_streams(agent, 3, 100, 64 << 10)
     stalled.poll(1.0)
     stalled.close()
     return "300 stalled calls to one agent (cap 240)", _count(stalled.statuses) or "none answered"
 
 
 def slow_loris(c: LocalCluster) -> tuple[str, str]:
-    sock, conn = h2_connect(c.address)
+    sock, conn = clients.h2_connect(c.address)
     started = time.monotonic()
-    conn.send_headers(1, grpc_headers(c.address))
-    conn.send_data(1, length_prefix(1 << 20))
+    conn.send_headers(1, clients.grpc_headers(c.address))
+    conn.send_data(1, clients.length_prefix(1 << 20))
     with sock:
         while time.monotonic() - started < 25:
             try:
                 conn.send_data(1, b"\2" * 5)
             except Exception:
                 break
-            if any(
-                e == "closed" or type(e).__name__ == "ConnectionTerminated" for e in pump(sock, conn, 1.0)
-            ):
+            events = clients.pump(sock, conn, 1.0)
+            if any(e == "closed" or type(e).__name__ == "ConnectionTerminated" for e in events):
                 break
     return "1 MB body sent at 5 B/s", f"cut after {time.monotonic() - started:.1f}s"
 
@@ -190,16 +176,16 @@ CLASSES = [
 
 
 def main() -> None:
-    with abuse_cluster(METRICS_PORT) as c:
+    with clients.abuse_cluster(METRICS_PORT) as c:
         pids = {"scheduler": c.scheduler.pid, **{n: p.pid for n, p in c.agents.items()}}
         header = "abuse | sent | answer | legit ok/failed (worst s) | boards after | peak RSS MiB / fds"
         print(f"| {header}: scheduler; busiest agent |")
         print("|---|---|---|---|---|---|")
         for attack in CLASSES:
-            with PeakSampler(pids) as peaks, LegitProbe(c.address) as legit:
+            with clients.PeakSampler(pids) as peaks, clients.LegitProbe(c.address) as legit:
                 sent, answer = attack(c)
             time.sleep(1.0)
-            states = board_states(c.address)
+            states = clients.board_states(c.address)
             up = "all UP" if set(states.values()) == {"UP"} else str(states)
             sched = peaks.peak["scheduler"]
             agent = max((peaks.peak[n] for n in c.agents), key=lambda u: u.rss_mib)

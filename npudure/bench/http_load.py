@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import grpc
 
 from npudure.bench.payloads import FrameSet, FrameSourceError
+from npudure.client.opening import ClosedOnFailure, Unreachable
 from npudure.proto import inference_pb2 as pb
 from npudure.vision.frames import encode_jpeg, synthetic_frame
 
@@ -95,7 +96,7 @@ def rpc_error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
     return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details=details)
 
 
-class HttpTarget:
+class HttpTarget(ClosedOnFailure):
     """The load generator's target, through the HTTP API at ``url`` (…/v1/vision/detection)."""
 
     def __init__(self, url: str, connections: int = 2, api_key: str = "") -> None:
@@ -105,7 +106,7 @@ class HttpTarget:
         self._bodies: dict[bytes, tuple[bytes, str]] = {}
         self._session: aiohttp.ClientSession | None = None
 
-    async def open(self, ready_timeout_s: float = 10.0) -> None:
+    async def _connect(self, ready_timeout_s: float) -> None:
         import aiohttp
 
         # No per-host limit: in a closed loop at concurrency c, c requests are out at once (as with
@@ -116,8 +117,7 @@ class HttpTarget:
             async with self._session.get(ping, timeout=aiohttp.ClientTimeout(ready_timeout_s)) as reply:
                 await reply.read()
         except (aiohttp.ClientError, TimeoutError) as exc:
-            await self.close()
-            raise ConnectionError(
+            raise Unreachable(
                 f"cannot reach the HTTP API at {self.address} ({exc or type(exc).__name__}): is http_api "
                 "on in the scheduler config, and is --http-url its detection URL?"
             ) from None

@@ -24,6 +24,7 @@ import numpy as np
 from npudure.bench.cpu import CpuProbe, CpuSample, harness_cpu_sample
 from npudure.bench.samples import Samples, from_raw
 from npudure.client.central import central_options
+from npudure.client.opening import ClosedOnFailure, Unreachable
 from npudure.proto import contract
 from npudure.security import access as security
 
@@ -46,7 +47,7 @@ class LoadTarget(Protocol):
     def infer(self, payload: bytes, timeout_s: float) -> Awaitable[bytes]: ...
 
 
-class Target:
+class Target(ClosedOnFailure):
     """``connections`` gRPC channels (separate TCP connections) to one scheduler or agent — or, given
     the channel ``options`` of a proxyless route (npudure.client.routes.channel_options), to every
     board of the route's target, balanced by gRPC itself. ``from_env=False``: no TLS identity or admin
@@ -78,7 +79,7 @@ class Target:
         self._calls: list[grpc.aio.UnaryUnaryMultiCallable] = []
         self._rr = itertools.count()
 
-    async def open(self, ready_timeout_s: float = 10.0) -> None:
+    async def _connect(self, ready_timeout_s: float) -> None:
         for _ in range(self.connections):
             channel = security.aio_channel(self.address, self._options, from_env=self.from_env)
             self._channels.append(channel)
@@ -89,8 +90,7 @@ class Target:
                 asyncio.gather(*(c.channel_ready() for c in self._channels)), ready_timeout_s
             )
         except TimeoutError:
-            await self.close()
-            raise ConnectionError(
+            raise Unreachable(
                 f"cannot connect to {self.address} within {ready_timeout_s:.0f}s: is the scheduler (or "
                 "agent) running there, and is the address host:port of its gRPC port?"
             ) from None

@@ -51,20 +51,14 @@ class Samples:
         return (self.intended_s >= window_start_s) & (self.intended_s < window_end_s)
 
     def save(self, path: Path) -> None:
+        columns = {key: getattr(self, name) for name, key in COLUMNS.items()}
         stage_cols = {f"stage_{name}": self.stage_us[:, i] for i, name in enumerate(STAGES)}
         np.savez_compressed(
             path,
-            intended_send_s=self.intended_s,
-            sent_s=self.sent_s,
-            done_s=self.done_s,
-            status_code=self.status_code,
-            node_idx=self.node_idx,
-            attempts=self.attempts,
-            emulated=self.emulated,
-            backend_idx=self.backend_idx,
             node_names=np.array(self.node_names, dtype=str),
             backend_names=np.array(self.backend_names, dtype=str),
             allow_pickle=False,  # plain numeric and string columns
+            **columns,
             **stage_cols,
         )
 
@@ -78,18 +72,24 @@ class Samples:
                 if key in z:
                     stages[:, i] = z[key]
             return cls(
-                intended_s=z["intended_send_s"],
-                sent_s=z["sent_s"],
-                done_s=z["done_s"],
-                status_code=z["status_code"],
-                node_idx=z["node_idx"],
-                attempts=z["attempts"],
-                emulated=z["emulated"],
-                backend_idx=z["backend_idx"],
+                **{name: z[key] for name, key in COLUMNS.items()},
                 stage_us=stages,
                 node_names=[str(s) for s in z["node_names"]],
                 backend_names=[str(s) for s in z["backend_names"]],
             )
+
+
+# The per-request columns of the .npz, one place for save and load: Samples field -> npz name.
+COLUMNS: dict[str, str] = {
+    "intended_s": "intended_send_s",
+    "sent_s": "sent_s",
+    "done_s": "done_s",
+    "status_code": "status_code",
+    "node_idx": "node_idx",
+    "attempts": "attempts",
+    "emulated": "emulated",
+    "backend_idx": "backend_idx",
+}
 
 
 def from_raw(

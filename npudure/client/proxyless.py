@@ -33,6 +33,7 @@ from collections.abc import Sequence
 import grpc
 
 from npudure.client.central import Central
+from npudure.client.opening import ClosedOnFailure, Unreachable
 from npudure.client.routes import (
     CONTROL_OPTIONS,
     REFRESH_TIMEOUT_S,
@@ -85,7 +86,7 @@ async def open_aio_channel(
     return channel, route
 
 
-class ProxylessTarget:
+class ProxylessTarget(ClosedOnFailure):
     """Raw-bytes Infer calls spread over the boards by gRPC, following the scheduler's route.
 
     Same shape as the harness's ``Target`` (open / infer / close), so a load generator can take
@@ -136,7 +137,7 @@ class ProxylessTarget:
         if self._table.offer(route):
             self._calls = [c.unary_unary(contract.INFER_METHOD) for c in self._table.channels]
 
-    async def open(self, ready_timeout_s: float = 10.0) -> None:
+    async def _connect(self, ready_timeout_s: float) -> None:
         try:
             route = self._fixed_route
             if route is None:
@@ -146,12 +147,11 @@ class ProxylessTarget:
             await asyncio.wait_for(
                 asyncio.gather(*(c.channel_ready() for c in self._table.channels)), ready_timeout_s
             )
-        except (RouteError, TimeoutError) as exc:
-            await self.close()
-            raise ConnectionError(
-                str(exc)
-                if isinstance(exc, RouteError)
-                else f"no board in the route accepted a connection within {ready_timeout_s:.0f}s"
+        except RouteError as exc:
+            raise Unreachable(str(exc)) from None
+        except TimeoutError:
+            raise Unreachable(
+                f"no board in the route accepted a connection within {ready_timeout_s:.0f}s"
             ) from None
         if self._control is not None:
             self._refresher = asyncio.create_task(self._refresh_loop(self._control))

@@ -4,8 +4,9 @@ table row and verdict. Pure functions: the tests feed them made-up timelines."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import ClassVar, TypeVar
 
 import grpc
 import numpy as np
@@ -13,6 +14,10 @@ import numpy as np
 from npudure.bench.fmt import text_table
 from npudure.bench.samples import Samples
 from npudure.faults.background import Poll
+
+T = TypeVar("T")
+# A printed table's column: its header, its minimum width, and how to get an item's cell.
+Column = tuple[str, int, Callable[[T], str]]
 
 # A request that took longer than this (or died of DEADLINE_EXCEEDED) during a scheduler restart hung.
 HANG_S = 5.0
@@ -35,13 +40,32 @@ class Timeline:
         return self.lift_s if self.lift_s is not None else self.inject_s
 
 
+@dataclass(kw_only=True)
+class Tally:
+    """What a run's requests came to; ``key`` names the fields that say which run it was."""
+
+    key: ClassVar[tuple[str, ...]] = ()
+    requests: int = 0
+    failed: int = 0  # requests that ended in an error, counted by gRPC code below
+    error_codes: dict[str, int] = field(default_factory=dict)
+
+    def count(self, samples: Samples) -> None:
+        self.requests = len(samples)
+        self.error_codes = error_codes(samples)
+        self.failed = sum(self.error_codes.values())
+
+    def as_dict(self) -> dict:
+        """Plain values, the key first, times and rates to the millisecond (the raw data keeps full
+        precision)."""
+        d = {k: round(v, 3) if isinstance(v, float) else v for k, v in asdict(self).items()}
+        return {k: d[k] for k in self.key} | d
+
+
 @dataclass
-class FaultResult:
+class FaultResult(Tally):
+    key: ClassVar[tuple[str, ...]] = ("fault", "board")
     fault: str
     board: str
-    requests: int = 0
-    failed: int = 0
-    error_codes: dict[str, int] = field(default_factory=dict)
     retried: int = 0  # answered, but by a second board after the first failed
     hangs: int = 0  # DEADLINE_EXCEEDED, or answered after more than HANG_S
     excluded_after_s: float | None = None
@@ -52,10 +76,6 @@ class FaultResult:
     throughput_during: float | None = None
     passed: bool = False
     why: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict:
-        """Plain values, times and rates to the millisecond (the raw data keeps full precision)."""
-        return {k: round(v, 3) if isinstance(v, float) else v for k, v in asdict(self).items()}
 
 
 def error_codes(samples: Samples, mask: np.ndarray | None = None) -> dict[str, int]:
@@ -122,9 +142,7 @@ def analyse_board_fault(
     """``proxyless``: the clients balanced by themselves; the scheduler's exclusion is still shown but
     is not theirs (their health checks and keepalive pings take the board out), so not judged."""
     r = FaultResult(fault, board)
-    r.requests = len(samples)
-    r.error_codes = error_codes(samples)
-    r.failed = sum(r.error_codes.values())
+    r.count(samples)
     r.retried = int((samples.ok & (samples.attempts > 1)).sum())
     r.hangs = int(((samples.done_s - samples.sent_s) > HANG_S).sum())
     r.excluded_after_s, r.states_seen = exclusion(polls, board, tl.inject_s)
@@ -157,9 +175,7 @@ def analyse_scheduler_restart(
     """``lossless``: the clients did not go through the scheduler (proxyless), so no request may fail;
     through it, UNAVAILABLE while it is away is expected."""
     r = FaultResult("scheduler-restart", "sched")
-    r.requests = len(samples)
-    r.error_codes = error_codes(samples)
-    r.failed = sum(r.error_codes.values())
+    r.count(samples)
     r.retried = int((samples.ok & (samples.attempts > 1)).sum())
     deadline_exceeded = samples.status_code == grpc.StatusCode.DEADLINE_EXCEEDED.value[0]
     r.hangs = int((((samples.done_s - samples.sent_s) > HANG_S) | deadline_exceeded).sum())
@@ -198,22 +214,6 @@ def analyse_scheduler_restart(
 
 # ---------------------------------------------------------------- the printed table
 
-COLUMNS = (
-    ("fault", 17),
-    ("board", 6),
-    ("requests", 8),
-    ("failed", 6),
-    ("error codes", 20),
-    ("retried", 7),
-    ("excluded s", 10),
-    ("states", 11),
-    ("back s", 6),
-    ("up s", 6),
-    ("req/s before", 12),
-    ("req/s during", 12),
-    ("verdict", 7),
-)
-
 
 def cell(value: float | None, digits: int = 2) -> str:
     """A figure of the faults' terminal tables: ``-`` when there is none."""
@@ -225,31 +225,43 @@ def with_failures(lines: list[str], notes: list[str]) -> str:
     return "\n".join(lines + (["", "Failures:", *notes] if notes else []))
 
 
-def row_cells(r: FaultResult) -> list[str]:
-    codes = ", ".join(f"{k} x{v}" for k, v in r.error_codes.items()) or "-"
-    return [
-        r.fault,
-        r.board,
-        str(r.requests),
-        str(r.failed),
-        codes,
-        str(r.retried),
-        cell(r.excluded_after_s),
-        "/".join(r.states_seen) or "-",
-        cell(r.back_after_s),
-        cell(r.up_after_s),
-        cell(r.throughput_before, 1),
-        cell(r.throughput_during, 1),
-        "PASS" if r.passed else "FAIL",
-    ]
+def pass_fail(passed: bool) -> str:
+    return "PASS" if passed else "FAIL"
+
+
+def spec_table(columns: Sequence[Column[T]], items: Sequence[T]) -> list[str]:
+    """A faults terminal table from its columns: each a header, a minimum width and how to get an
+    item's cell."""
+    return text_table(
+        [name for name, _, _ in columns],
+        [[get(x) for _, _, get in columns] for x in items],
+        sep=" | ",
+        rule=True,
+        min_widths=[w for _, w, _ in columns],
+    )
+
+
+def _codes(r: FaultResult) -> str:
+    return ", ".join(f"{k} x{v}" for k, v in r.error_codes.items()) or "-"
+
+
+COLUMNS: tuple[Column[FaultResult], ...] = (
+    ("fault", 17, lambda r: r.fault),
+    ("board", 6, lambda r: r.board),
+    ("requests", 8, lambda r: str(r.requests)),
+    ("failed", 6, lambda r: str(r.failed)),
+    ("error codes", 20, _codes),
+    ("retried", 7, lambda r: str(r.retried)),
+    ("excluded s", 10, lambda r: cell(r.excluded_after_s)),
+    ("states", 11, lambda r: "/".join(r.states_seen) or "-"),
+    ("back s", 6, lambda r: cell(r.back_after_s)),
+    ("up s", 6, lambda r: cell(r.up_after_s)),
+    ("req/s before", 12, lambda r: cell(r.throughput_before, 1)),
+    ("req/s during", 12, lambda r: cell(r.throughput_during, 1)),
+    ("verdict", 7, lambda r: pass_fail(r.passed)),
+)
 
 
 def table(results: Sequence[FaultResult]) -> str:
-    lines = text_table(
-        [name for name, _ in COLUMNS],
-        [row_cells(r) for r in results],
-        sep=" | ",
-        rule=True,
-        min_widths=[w for _, w in COLUMNS],
-    )
+    lines = spec_table(COLUMNS, results)
     return with_failures(lines, [f"  {r.fault} on {r.board}: {why}" for r in results for why in r.why])

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from npudure import __version__
+from npudure.lab import timescale
 
 DEFAULT_BASE = Path("results")
 
@@ -30,15 +31,10 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="requests kept in flight (default 2 per board: moderate)",
     )
     p.add_argument("--frames", type=int, default=8, help="distinct synthetic raw frames (default 8)")
-    p.add_argument(
-        "--time-scale",
-        type=float,
-        default=10.0,
-        help="sim service-time multiplier deployed to the boards (default 10: ~16 inf/s per board)",
-    )
+    timescale.add_option(p, 10.0, "10, about 16 inf/s per board")
     p.add_argument(
         "--hang-timeout",
-        type=float,
+        type=timescale.positive,
         default=1.0,
         help="agent hang_timeout_s deployed to the boards (default 1.0; the role's default is 10)",
     )
@@ -236,7 +232,7 @@ def _frames(args: argparse.Namespace):
 def _run_faults(args, specs, fleet, out: Path, manifest: dict) -> int:
     from npudure.bench.results import write_json
     from npudure.faults import analysis
-    from npudure.faults.runner import Timing, run_suite
+    from npudure.faults.runner import Suite, Timing
 
     concurrency = args.concurrency or 2 * len(fleet.boards)
     timing = Timing(baseline_s=args.baseline, hold_s=args.hold, recovery_budget_s=args.budget)
@@ -244,7 +240,7 @@ def _run_faults(args, specs, fleet, out: Path, manifest: dict) -> int:
         {"concurrency": concurrency, "scheduler": fleet.scheduler, "boards": fleet.boards, "mode": args.mode}
     )
     started = time.monotonic()
-    results = run_suite(fleet, specs, _frames(args), concurrency, timing, out, mode=args.mode)
+    results = Suite(fleet, _frames(args), concurrency, timing, mode=args.mode).run(specs, out)
     text = "\n".join(
         [
             f"Fault suite on the emulated fleet ({len(fleet.boards)} boards, EMULATED NPU: sim backend, "

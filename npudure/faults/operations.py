@@ -14,14 +14,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
-from npudure.bench.fmt import text_table
 from npudure.bench.payloads import FrameSet
 from npudure.bench.results import write_json
 from npudure.bench.samples import Samples
-from npudure.faults.analysis import cell, error_codes, with_failures
+from npudure.faults.analysis import Column, Tally, cell, pass_fail, spec_table, with_failures
 from npudure.faults.background import BackgroundLoad, Poll, StatusPoller
 
 MAX_GAP_S = 0.5
@@ -75,12 +75,10 @@ class Window:
 
 
 @dataclass
-class OperationResult:
+class OperationResult(Tally):
+    key: ClassVar[tuple[str, ...]] = ("scenario", "mode")
     scenario: str
     mode: str
-    requests: int = 0
-    failed: int = 0
-    error_codes: dict[str, int] = field(default_factory=dict)
     longest_gap_s: float | None = None  # longest stretch without a successful reply, in the window
     gap_at_s: float | None = None  # where it started, s since t0
     gap_stalled_s: float = 0.0  # of it, the load generator's own process was stalled (not the fleet)
@@ -106,7 +104,7 @@ class OperationResult:
         return self.throughput_during / self.throughput_before
 
     def as_dict(self) -> dict:
-        d = {k: round(v, 3) if isinstance(v, float) else v for k, v in asdict(self).items()}
+        d = super().as_dict()
         ratio = self.throughput_ratio
         d["throughput_ratio"] = None if ratio is None else round(ratio, 3)
         return d
@@ -165,9 +163,7 @@ def analyse_operation(
     """A gap fails the scenario unless the load generator was itself stalled for most of it (then the
     clients could not have sent or seen anything: a host starved of CPU, shown in the table)."""
     r = OperationResult(scenario, mode)
-    r.requests = len(samples)
-    r.error_codes = error_codes(samples)
-    r.failed = sum(r.error_codes.values())
+    r.count(samples)
     r.longest_gap_s, r.gap_at_s = longest_gap(samples, window.warmup_s, window.end_s)
     r.action_s = window.action_end_s - window.action_start_s
     r.throughput_before = _rate(samples, window.warmup_s, window.action_start_s)
@@ -268,27 +264,26 @@ def run_operation(
     return out
 
 
-COLUMNS = ("scenario", "mode", "requests", "failed", "longest gap s", "of it stalled s", "action s",
-           "req/s before", "req/s during", "during/before", "boards out at once", "verdict")  # fmt: skip
+def _ratio(r: OperationResult) -> str:
+    return "-" if r.throughput_ratio is None else f"{r.throughput_ratio:.0%}"
+
+
+COLUMNS: tuple[Column[OperationResult], ...] = (
+    ("scenario", 0, lambda r: r.scenario),
+    ("mode", 0, lambda r: r.mode),
+    ("requests", 0, lambda r: str(r.requests)),
+    ("failed", 0, lambda r: str(r.failed)),
+    ("longest gap s", 0, lambda r: cell(r.longest_gap_s)),
+    ("of it stalled s", 0, lambda r: cell(r.gap_stalled_s)),
+    ("action s", 0, lambda r: cell(r.action_s, 1)),
+    ("req/s before", 0, lambda r: cell(r.throughput_before, 1)),
+    ("req/s during", 0, lambda r: cell(r.throughput_during, 1)),
+    ("during/before", 0, _ratio),
+    ("boards out at once", 0, lambda r: "-" if r.most_boards_out is None else str(r.most_boards_out)),
+    ("verdict", 0, lambda r: pass_fail(r.passed)),
+)
 
 
 def table(results: Sequence[OperationResult]) -> str:
-    rows = [list(COLUMNS)] + [
-        [
-            r.scenario,
-            r.mode,
-            str(r.requests),
-            str(r.failed),
-            cell(r.longest_gap_s),
-            cell(r.gap_stalled_s),
-            cell(r.action_s, 1),
-            cell(r.throughput_before, 1),
-            cell(r.throughput_during, 1),
-            "-" if r.throughput_ratio is None else f"{r.throughput_ratio:.0%}",
-            "-" if r.most_boards_out is None else str(r.most_boards_out),
-            "PASS" if r.passed else "FAIL",
-        ]
-        for r in results
-    ]
-    lines = text_table(rows[0], rows[1:], sep=" | ", rule=True)
+    lines = spec_table(COLUMNS, results)
     return with_failures(lines, [f"  {r.scenario} ({r.mode}): {why}" for r in results for why in r.why])

@@ -75,108 +75,117 @@ def _write_polls(path: Path, polls: Sequence[Poll]) -> None:
     write_csv(path, rows, ["t_s", "board", "state", "served_total", "error"])
 
 
-def run_fault(
-    fleet: Fleet,
-    spec: FaultSpec,
-    board: str,
-    frames: FrameSet,
-    concurrency: int,
-    timing: Timing,
-    out_dir: Path,
-    log: Log = print,
-    mode: str = "scheduler",
-) -> FaultResult:
-    ok, states = fleet.wait_all_up(timing.settle_timeout_s)
-    if not ok:
-        r = FaultResult(spec.name, board)
-        r.why.append(f"skipped: the boards were not all UP within {timing.settle_timeout_s:.0f} s ({states})")
-        return r
-    inject_at = timing.warmup_s + timing.baseline_s
-    end = inject_at + (timing.hold_s if spec.held else 0.0) + timing.budget(spec) + timing.tail_s
-    log(f"{spec.name} on {board}: {spec.what} (load window {end:.0f} s)")
-    t0 = time.perf_counter()
-    poller = StatusPoller(fleet.scheduler, t0)
-    load = BackgroundLoad(
-        fleet.scheduler, frames.requests, concurrency, timing.warmup_s, end - timing.warmup_s, t0, mode=mode
-    )
-    poller.start()
-    load.start()
-    inject_s = injected_s = lift_s = None
-    problems: list[str] = []
-    try:
-        _sleep_until(t0, inject_at, load)
-        inject_s = time.perf_counter() - t0
-        spec.inject(fleet, board)
-        injected_s = time.perf_counter() - t0
-        if spec.held and spec.lift is not None:
-            _sleep_until(t0, inject_s + timing.hold_s, load)
-            spec.lift(fleet, board)
-            lift_s = time.perf_counter() - t0
-    except Exception as exc:
-        problems.append(f"{spec.name} on {board}: {exc}")
-    finally:
-        if why := restore_quietly(spec, fleet, board):
-            problems.append(why)
-        try:
-            result = load.join()
-        finally:
-            polls = poller.stop()
-    samples = result.samples
-    samples.save(out_dir / "samples.npz")
-    _write_polls(out_dir / "status.csv", polls)
-    tl = None
-    if inject_s is None or injected_s is None:
-        r = FaultResult(spec.name, board)
-    else:
-        tl = Timeline(timing.warmup_s, inject_s, injected_s, lift_s, result.window_end_s)
-        if spec.on_scheduler:
-            r = analyse_scheduler_restart(fleet.boards, samples, polls, tl, lossless=mode == "proxyless")
-        else:
-            r = analyse_board_fault(
-                spec.name, board, spec.excludes, samples, polls, tl, proxyless=mode == "proxyless"
+@dataclass(frozen=True)
+class Suite:
+    """A fault suite's fixed settings: the fleet, the load every fault runs under, and its timing."""
+
+    fleet: Fleet
+    frames: FrameSet
+    concurrency: int  # requests kept in flight
+    timing: Timing
+    mode: str = "scheduler"  # how the load reaches the boards: "scheduler" or "proxyless"
+    log: Log = print
+
+    def run(self, specs: Sequence[FaultSpec], out: Path) -> list[FaultResult]:
+        """Each fault in turn under load, its raw data in a numbered folder of ``out``."""
+        results: list[FaultResult] = []
+        for i, (spec, board) in enumerate(zip(specs, pick_boards(specs, self.fleet.boards), strict=True), 1):
+            folder = out / f"{i:02d}-{spec.name}"
+            folder.mkdir()
+            r = self.run_fault(spec, board, folder)
+            self.log(
+                f"  -> {'PASS' if r.passed else 'FAIL'}: failed={r.failed} "
+                f"excluded_after_s={r.excluded_after_s} back_after_s={r.back_after_s}"
+                + (f" ({'; '.join(r.why)})" if r.why else "")
             )
-    r.why += problems or ([] if tl else ["the fault was not injected"])
-    r.passed = not r.why
-    write_json(
-        out_dir / "fault.json",
-        {
-            "fault": spec.name,
-            "what": spec.what,
-            "board": board,
-            "concurrency": concurrency,
-            "mode": mode,
-            "timing": asdict(timing),
-            "recovery_budget_s": timing.budget(spec),
-            "timeline_s": asdict(tl) if tl else None,
-            "load_errors": result.error_messages,
-            "result": r.as_dict(),
-        },
-    )
-    return r
+            results.append(r)
+            write_csv(out / "faults.csv", [flat_row(x) for x in results])
+        return results
 
-
-def run_suite(
-    fleet: Fleet,
-    specs: Sequence[FaultSpec],
-    frames: FrameSet,
-    concurrency: int,
-    timing: Timing,
-    out: Path,
-    log: Log = print,
-    mode: str = "scheduler",
-) -> list[FaultResult]:
-    results: list[FaultResult] = []
-    for i, (spec, board) in enumerate(zip(specs, pick_boards(specs, fleet.boards), strict=True), 1):
-        folder = out / f"{i:02d}-{spec.name}"
-        folder.mkdir()
-        r = run_fault(fleet, spec, board, frames, concurrency, timing, folder, log, mode)
-        log(
-            f"  -> {'PASS' if r.passed else 'FAIL'}: failed={r.failed} excluded_after_s={r.excluded_after_s} "
-            f"back_after_s={r.back_after_s}" + (f" ({'; '.join(r.why)})" if r.why else "")
+    def run_fault(self, spec: FaultSpec, board: str, out_dir: Path) -> FaultResult:
+        """One fault under load: inject, hold, lift, restore; its samples and status polls in ``out_dir``."""
+        ok, states = self.fleet.wait_all_up(self.timing.settle_timeout_s)
+        if not ok:
+            r = FaultResult(spec.name, board)
+            r.why.append(
+                f"skipped: the boards were not all UP within {self.timing.settle_timeout_s:.0f} s ({states})"
+            )
+            return r
+        inject_at = self.timing.warmup_s + self.timing.baseline_s
+        end = (
+            inject_at
+            + (self.timing.hold_s if spec.held else 0.0)
+            + self.timing.budget(spec)
+            + self.timing.tail_s
         )
-        results.append(r)
-        write_csv(out / "faults.csv", [flat_row(x) for x in results])
-    return results
+        self.log(f"{spec.name} on {board}: {spec.what} (load window {end:.0f} s)")
+        t0 = time.perf_counter()
+        poller = StatusPoller(self.fleet.scheduler, t0)
+        load = BackgroundLoad(
+            self.fleet.scheduler,
+            self.frames.requests,
+            self.concurrency,
+            self.timing.warmup_s,
+            end - self.timing.warmup_s,
+            t0,
+            mode=self.mode,
+        )
+        poller.start()
+        load.start()
+        inject_s = injected_s = lift_s = None
+        problems: list[str] = []
+        try:
+            _sleep_until(t0, inject_at, load)
+            inject_s = time.perf_counter() - t0
+            spec.inject(self.fleet, board)
+            injected_s = time.perf_counter() - t0
+            if spec.held and spec.lift is not None:
+                _sleep_until(t0, inject_s + self.timing.hold_s, load)
+                spec.lift(self.fleet, board)
+                lift_s = time.perf_counter() - t0
+        except Exception as exc:
+            problems.append(f"{spec.name} on {board}: {exc}")
+        finally:
+            if why := restore_quietly(spec, self.fleet, board):
+                problems.append(why)
+            try:
+                result = load.join()
+            finally:
+                polls = poller.stop()
+        samples = result.samples
+        samples.save(out_dir / "samples.npz")
+        _write_polls(out_dir / "status.csv", polls)
+        tl = None
+        if inject_s is None or injected_s is None:
+            r = FaultResult(spec.name, board)
+        else:
+            tl = Timeline(self.timing.warmup_s, inject_s, injected_s, lift_s, result.window_end_s)
+            if spec.on_scheduler:
+                r = analyse_scheduler_restart(
+                    self.fleet.boards, samples, polls, tl, lossless=self.mode == "proxyless"
+                )
+            else:
+                r = analyse_board_fault(
+                    spec.name, board, spec.excludes, samples, polls, tl, proxyless=self.mode == "proxyless"
+                )
+        r.why += problems or ([] if tl else ["the fault was not injected"])
+        r.passed = not r.why
+        write_json(
+            out_dir / "fault.json",
+            {
+                "fault": spec.name,
+                "what": spec.what,
+                "board": board,
+                "concurrency": self.concurrency,
+                "mode": self.mode,
+                "timing": asdict(self.timing),
+                "recovery_budget_s": self.timing.budget(spec),
+                "timeline_s": asdict(tl) if tl else None,
+                "load_errors": result.error_messages,
+                "result": r.as_dict(),
+            },
+        )
+        return r
 
 
 def flat_row(r: FaultResult) -> dict:

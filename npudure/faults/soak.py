@@ -12,10 +12,9 @@ from pathlib import Path
 
 import grpc
 
-from npudure.bench.fmt import text_table
 from npudure.bench.payloads import FrameSet
 from npudure.bench.results import write_csv, write_json
-from npudure.faults.analysis import cell, error_codes
+from npudure.faults.analysis import Column, cell, error_codes, pass_fail, spec_table
 from npudure.faults.background import BackgroundLoad
 from npudure.faults.fleet import SCHEDULER_HOST, Fleet
 from npudure.faults.scenarios import AGENT_UNIT, SCHEDULER_UNIT
@@ -161,43 +160,34 @@ def _mib(kib: int | None) -> str:
     return _f(None if kib is None else kib / MIB)
 
 
+def _pid(v: ProcVerdict) -> str:
+    return _f(v.pid_start) if v.pid_start == v.pid_end else f"{_f(v.pid_start)}->{_f(v.pid_end)}"
+
+
+# The figures of the table, after the process and its pid: (header, ProcVerdict field, decimals).
+FIGURES = (
+    ("RSS start MiB", "rss_start_mib", 1),
+    ("RSS end MiB", "rss_end_mib", 1),
+    ("RSS peak MiB", "rss_peak_mib", 1),
+    ("growth MiB", "rss_growth_mib", 2),
+    ("growth %", "rss_growth_pct", 1),
+    ("fds start", "fds_start", 1),
+    ("fds end", "fds_end", 1),
+    ("fd growth", "fd_growth", 1),
+    ("MiB/min 1st half", "slope_first_mib_min", 3),
+    ("MiB/min 2nd half", "slope_second_mib_min", 3),
+)
+
+
+def _figure(name: str, digits: int) -> Callable[[ProcVerdict], str]:
+    return lambda v: _f(getattr(v, name), digits)
+
+
 def table(verdicts: Sequence[ProcVerdict]) -> str:
-    head = [
-        "process",
-        "pid",
-        "RSS start MiB",
-        "RSS end MiB",
-        "RSS peak MiB",
-        "growth MiB",
-        "growth %",
-        "fds start",
-        "fds end",
-        "fd growth",
-        "MiB/min 1st half",
-        "MiB/min 2nd half",
-        "verdict",
-    ]
-    rows = [head]
-    for v in verdicts:
-        pid = _f(v.pid_start) if v.pid_start == v.pid_end else f"{_f(v.pid_start)}->{_f(v.pid_end)}"
-        rows.append(
-            [
-                v.process,
-                pid,
-                _f(v.rss_start_mib),
-                _f(v.rss_end_mib),
-                _f(v.rss_peak_mib),
-                _f(v.rss_growth_mib, 2),
-                _f(v.rss_growth_pct),
-                _f(v.fds_start),
-                _f(v.fds_end),
-                _f(v.fd_growth),
-                _f(v.slope_first_mib_min, 3),
-                _f(v.slope_second_mib_min, 3),
-                "PASS" if v.passed else "FAIL",
-            ]
-        )
-    return "\n".join(text_table(rows[0], rows[1:], sep=" | ", rule=True))
+    columns: list[Column[ProcVerdict]] = [("process", 0, lambda v: v.process), ("pid", 0, _pid)]
+    columns += [(header, 0, _figure(name, digits)) for header, name, digits in FIGURES]
+    columns.append(("verdict", 0, lambda v: pass_fail(v.passed)))
+    return "\n".join(spec_table(columns, verdicts))
 
 
 @dataclass

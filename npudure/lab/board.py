@@ -34,46 +34,33 @@ def cgroup_bases(root: Path = CGROUP_ROOT) -> list[Path]:
     return [root / h / LAB_CGROUP for h in CGROUP_HIERARCHIES if (root / h).is_dir()]
 
 
+class _InBoardDir:
+    """A path in the board's own directory, named once: ``upper = _InBoardDir("upper")``."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, paths: BoardPaths, owner: type | None = None) -> Path:
+        return paths.dir / self.name
+
+
 @dataclass(frozen=True)
 class BoardPaths:
     node: Node
     state_dir: Path
 
+    upper = _InBoardDir("upper")  # the overlay's writable layer over the shared image
+    work = _InBoardDir("work")  # overlayfs's scratch folder
+    root = _InBoardDir("root")  # the merged root the board boots from
+    console_log = _InBoardDir("console.log")
+    launcher_log = _InBoardDir("launcher.log")
+    launcher_pid_file = _InBoardDir("launcher.pid")
+    nspawn_pid_file = _InBoardDir("nspawn.pid")
+    spec_file = _InBoardDir("launcher.json")
+
     @property
     def dir(self) -> Path:
         return self.state_dir / "nodes" / self.node.name
-
-    @property
-    def upper(self) -> Path:
-        return self.dir / "upper"
-
-    @property
-    def work(self) -> Path:
-        return self.dir / "work"
-
-    @property
-    def root(self) -> Path:
-        return self.dir / "root"
-
-    @property
-    def console_log(self) -> Path:
-        return self.dir / "console.log"
-
-    @property
-    def launcher_log(self) -> Path:
-        return self.dir / "launcher.log"
-
-    @property
-    def launcher_pid_file(self) -> Path:
-        return self.dir / "launcher.pid"
-
-    @property
-    def nspawn_pid_file(self) -> Path:
-        return self.dir / "nspawn.pid"
-
-    @property
-    def spec_file(self) -> Path:
-        return self.dir / "launcher.json"
 
     def cgroups(self) -> list[Path]:
         return [base / self.node.name for base in cgroup_bases()]

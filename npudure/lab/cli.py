@@ -7,17 +7,8 @@ import sys
 from pathlib import Path
 
 from npudure.bench.fmt import text_table
+from npudure.lab import timescale
 from npudure.lab.host import LabError
-
-
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number (e.g. 2.5)") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be above 0 (got {text})")
-    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,13 +46,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="boot the last N boards from an arm64 Debian image under qemu-user (needs qemu-user-static; "
         "the image is built once, ~3-5 min). Default 0",
     )
-    up.add_argument(
-        "--time-scale",
-        type=_positive,
-        default=None,
-        metavar="X",
-        help="emulated NPU service-time multiplier written into the inventory (default: picked so the "
-        "fleet at full load asks for at most half of this host's cores; e.g. 2.5 for 3 boards on 2 cores)",
+    timescale.add_option(
+        up,
+        None,
+        "picked so the fleet at full load asks for at most half of this host's cores; e.g. 2.5 for 3 "
+        "boards on 2 cores",
     )
     up.add_argument(
         "--inventory",

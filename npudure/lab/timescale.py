@@ -30,6 +30,29 @@ def pick(boards: int, cores: int) -> tuple[float, str]:
     )
 
 
+def positive(text: str) -> float:
+    """An argparse type: a number above 0 (a time scale, a timeout), or a usage error saying so."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number (e.g. 2.5)") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be above 0 (got {text})")
+    return value
+
+
+def add_option(parser: argparse.ArgumentParser, default: float | None, default_says: str) -> None:
+    """``--time-scale X``, the emulated NPU's service-time multiplier, as every command that deploys
+    an emulated fleet takes it; ``default_says`` is the help's "(default: ...)" part."""
+    parser.add_argument(
+        "--time-scale",
+        type=positive,
+        default=default,
+        metavar="X",
+        help=f"emulated NPU service-time multiplier deployed to the boards (default: {default_says})",
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m npudure.lab.timescale", description=__doc__)
     parser.add_argument("--boards", type=int, required=True)

@@ -179,11 +179,11 @@ def fleet(shared_lab) -> Iterator:
 @pytest.mark.timeout(900)
 def test_every_fault_under_load_costs_no_request(fleet, tmp_path: Path) -> None:
     from npudure.bench.payloads import make_frame_set
-    from npudure.faults.runner import Timing, run_suite
+    from npudure.faults.runner import Suite, Timing
 
     specs = parse_faults("all")
     timing = Timing(baseline_s=3.0, hold_s=3.0, recovery_budget_s=12.0)
-    results = run_suite(fleet, specs, make_frame_set("raw", 4, 0), 6, timing, tmp_path)
+    results = Suite(fleet, make_frame_set("raw", 4, 0), 6, timing).run(specs, tmp_path)
     print(table(results))
     by_fault = {r.fault: r for r in results}
     assert set(by_fault) == set(FAULTS)

@@ -24,6 +24,7 @@ from helpers.fleet_ops import FRAME, agent_served, board_states, failures, wait_
 from helpers.handover import handover_command, running, stop_pid
 from helpers.mtls_cluster import as_client
 
+from npudure import cli
 from npudure.faults.background import BackgroundLoad
 from npudure.lab.local import LocalCluster
 from npudure.proto import inference_pb2 as pb
@@ -63,15 +64,14 @@ class Host:
         changed = not f.ca.exists() or f.ca.read_bytes() != trust.read_bytes()
         if changed:
             shutil.copyfile(trust, f.ca)
-        check = pki.check_certificate(
-            f.cert,
-            ca=f.ca,
-            key=f.key,
-            cn=self.cn,
-            sans=self.sans,
-            issuer="first" if phase == "switch" else "any",
-        )
-        if not check.ok:
+        # The role's own check (tasks/leaf.yml): the CLI, exit 1 when the certificate must be re-issued.
+        check = ["pki", "check", "--cert", str(f.cert), "--ca", str(f.ca), "--key", str(f.key)]
+        check += ["--cn", self.cn]
+        if phase == "switch":
+            check += ["--issuer", "first"]
+        if self.sans:
+            check += ["--san", *self.sans]
+        if cli.main(check) != 0:
             pki.make_csr(f.key, f.csr, self.cn, self.sans)
             pki.sign(signing, f.csr, f.cert, usage=self.usage)
             changed = True

@@ -18,3 +18,24 @@ def test_network_back_to_the_client_is_call_time_minus_the_clusters_own_total() 
     assert stage["network_to_client_us"] == pytest.approx(6_000, abs=1)  # minus the scheduler's 4 ms
     assert stage["board_total_us"] == 3000
     assert not samples.stage_us[1].any()  # a failed call has no stages
+
+
+def test_every_samples_field_is_saved_and_loaded_through_one_column_map(tmp_path) -> None:
+    import dataclasses
+
+    import numpy as np
+
+    from npudure.bench.samples import COLUMNS, Samples
+
+    # Every per-request field but the stage matrix goes through COLUMNS, so save and load cannot drift.
+    per_request = {f.name for f in dataclasses.fields(Samples)} - {"stage_us", "node_names", "backend_names"}
+    assert set(COLUMNS) == per_request
+    reply = pb.InferResponse(node="board2", backend="sim", emulated=True, attempts=2).SerializeToString()
+    samples = from_raw([0.5, 0.6], [0.5, 0.7], [0.9, 1.1], [0, 14], [reply, None])
+    samples.save(tmp_path / "s.npz")
+    back = Samples.load(tmp_path / "s.npz")
+    for name in per_request | {"stage_us"}:
+        assert np.array_equal(getattr(back, name), getattr(samples, name)), name
+    assert (back.node_names, back.backend_names) == (["board2"], ["sim"])
+    with np.load(tmp_path / "s.npz") as z:
+        assert "intended_send_s" in z  # the file's own column name, unchanged
