@@ -20,6 +20,19 @@ STAGES: tuple[str, ...] = tuple(f.name for f in pb.StageTiming.DESCRIPTOR.fields
 OK = 0  # grpc.StatusCode.OK
 
 
+# The per-request columns of the .npz, one place for save and load: Samples field -> npz name.
+COLUMNS: dict[str, str] = {
+    "intended_s": "intended_send_s",
+    "sent_s": "sent_s",
+    "done_s": "done_s",
+    "status_code": "status_code",
+    "node_idx": "node_idx",
+    "attempts": "attempts",
+    "emulated": "emulated",
+    "backend_idx": "backend_idx",
+}
+
+
 @dataclass
 class Samples:
     intended_s: np.ndarray  # float64, when the request should have been sent
@@ -77,19 +90,6 @@ class Samples:
                 node_names=[str(s) for s in z["node_names"]],
                 backend_names=[str(s) for s in z["backend_names"]],
             )
-
-
-# The per-request columns of the .npz, one place for save and load: Samples field -> npz name.
-COLUMNS: dict[str, str] = {
-    "intended_s": "intended_send_s",
-    "sent_s": "sent_s",
-    "done_s": "done_s",
-    "status_code": "status_code",
-    "node_idx": "node_idx",
-    "attempts": "attempts",
-    "emulated": "emulated",
-    "backend_idx": "backend_idx",
-}
 
 
 def from_raw(

@@ -21,6 +21,7 @@ from npudure.faults.analysis import (
     Timeline,
     analyse_board_fault,
     analyse_scheduler_restart,
+    pass_fail,
 )
 from npudure.faults.background import BackgroundLoad, Poll, StatusPoller
 from npudure.faults.fleet import Fleet
@@ -94,7 +95,7 @@ class Suite:
             folder.mkdir()
             r = self.run_fault(spec, board, folder)
             self.log(
-                f"  -> {'PASS' if r.passed else 'FAIL'}: failed={r.failed} "
+                f"  -> {pass_fail(r.passed)}: failed={r.failed} "
                 f"excluded_after_s={r.excluded_after_s} back_after_s={r.back_after_s}"
                 + (f" ({'; '.join(r.why)})" if r.why else "")
             )
