@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from npudure.argtypes import non_negative, positive, whole
 from npudure.bench.defaults import CAPACITY_CAP_MHZ, CAPACITY_POLICIES, QUICK_LADDER_MHZ, REFERENCE_LADDER_MHZ
 from npudure.bench.validity import HOST_MAX_STEAL_FRACTION
 from npudure.scheduler.policies import POLICIES
@@ -100,15 +101,15 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", required=True, help="the scheduler's gRPC address, host:port")
     p.add_argument("--out", help="result folder to create (must not exist; default results/<UTC time>-<id>/)")
     p.add_argument("--quick", action="store_true", help="small complete run: short windows, fewer points")
-    p.add_argument("--duration", type=float, help="measurement window per run, s (default 10; quick 3)")
-    p.add_argument("--warmup", type=float, help="warm-up per run, discarded, s (default 2; quick 1)")
+    p.add_argument("--duration", type=positive, help="measurement window per run, s (default 10; quick 3)")
+    p.add_argument("--warmup", type=non_negative, help="warm-up per run, discarded, s (default 2; quick 1)")
     p.add_argument(
         "--min-samples",
-        type=int,
+        type=whole(0),
         default=100,
         help="extend each window until this many successful requests (default 100)",
     )
-    p.add_argument("--max-duration", type=float, help="longest window when extending for --min-samples, s")
+    p.add_argument("--max-duration", type=positive, help="longest window when extending for --min-samples, s")
     p.add_argument(
         "--max-steal",
         type=_percent,
@@ -119,9 +120,11 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--encoding", choices=("raw", "jpeg"), default="raw")
     p.add_argument("--images", help="folder of images to send (centre-cropped, resized to 640x640)")
-    p.add_argument("--frames", type=int, help="distinct frames (default 16 synthetic, or all --images)")
+    p.add_argument("--frames", type=whole(1), help="distinct frames (default 16 synthetic, or all --images)")
     p.add_argument("--seed", type=int, default=0, help="seed of the synthetic frames and Poisson arrivals")
-    p.add_argument("--connections", type=int, default=2, help="harness gRPC connections to the scheduler")
+    p.add_argument(
+        "--connections", type=whole(1), default=2, help="harness gRPC connections to the scheduler"
+    )
     p.add_argument(
         "--api",
         choices=("grpc", "http"),
@@ -133,7 +136,7 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="--api http: the detection URL (default http://TARGET-HOST:50080/v1/vision/detection)",
     )
     p.add_argument("--http-image-size", default="320", help="--api http: JPEG size, N or WxH (default 320)")
-    p.add_argument("--timeout", type=float, default=30.0, help="per-request deadline, s")
+    p.add_argument("--timeout", type=positive, default=30.0, help="per-request deadline, s")
     p.add_argument(
         "--scheduler-pid",
         type=int,
@@ -167,7 +170,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 def _capacity_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--cap-mhz",
-        type=int,
+        type=whole(1),
         default=CAPACITY_CAP_MHZ,
         help=f"capacity: the one board's CPU cap (default {CAPACITY_CAP_MHZ})",
     )
@@ -182,12 +185,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="bench_command", metavar="ACTION", required=True)
     run = sub.add_parser("run", help="sweep → operating point → scaling 1..N → heterogeneity dial")
     _common(run)
-    run.add_argument("--boards-max", type=int, help="scale up to this many boards (default: all active)")
+    run.add_argument("--boards-max", type=whole(1), help="scale up to this many boards (default: all active)")
     run.add_argument(
         "--sweep", type=_ints, help="per-board concurrencies (default 1,2,4,8,16; quick 1,2,4,8)"
     )
-    run.add_argument("--sweep-repetitions", type=int, help="repetitions of the sweep (default 2)")
-    run.add_argument("--repetitions", type=int, help="repetitions per node count (default 3; quick 2)")
+    run.add_argument("--sweep-repetitions", type=whole(1), help="repetitions of the sweep (default 2)")
+    run.add_argument("--repetitions", type=whole(1), help="repetitions per node count (default 3; quick 2)")
     run.add_argument(
         "--policy", type=_policy, help="scheduler policy for sweep and scaling (default: as configured)"
     )
@@ -226,7 +229,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     hetero.add_argument("--hetero-ladder", type=_ints)
     hetero.add_argument("--hetero-policies", type=_policies)
     hetero.add_argument("--hetero-board")
-    hetero.add_argument("--repetitions", type=int, default=1)
+    hetero.add_argument("--repetitions", type=whole(1), default=1)
 
     capacity = sub.add_parser(
         "capacity",
@@ -236,35 +239,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _operating_point(capacity)
     _capacity_args(capacity)
     capacity.add_argument("--hetero-board", help="board to cap (default: the first active board)")
-    capacity.add_argument("--repetitions", type=int, default=1)
+    capacity.add_argument("--repetitions", type=whole(1), default=1)
 
     local = sub.add_parser(
         "local", help="the same load straight at each board's agent and through the cluster"
     )
     _common(local)
-    local.add_argument("--concurrency", type=int, required=True, help="requests outstanding at the one board")
+    local.add_argument(
+        "--concurrency", type=whole(1), required=True, help="requests outstanding at the one board"
+    )
     local.add_argument("--board", help="the one board to measure (default: each active board in turn)")
-    local.add_argument("--repetitions", type=int, default=1)
+    local.add_argument("--repetitions", type=whole(1), default=1)
 
     openloop = sub.add_parser("openloop", help="open loop at fixed rates (latency from intended send time)")
     _common(openloop)
     openloop.add_argument("--rates", type=_floats, required=True, help="requests per second, e.g. 20,40")
     openloop.add_argument("--arrival", choices=("poisson", "constant"), default="poisson")
-    openloop.add_argument("--repetitions", type=int, default=1)
-    openloop.add_argument("--boards-max", type=int)
+    openloop.add_argument("--repetitions", type=whole(1), default=1)
+    openloop.add_argument("--boards-max", type=whole(1))
 
     recompute = sub.add_parser("recompute", help="recompute a result folder's figures from its raw samples")
     recompute.add_argument("result_dir", type=Path)
 
 
 def _operating_point(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--concurrency", type=int, required=True, help="per-board concurrency (operating point)")
+    p.add_argument(
+        "--concurrency", type=whole(1), required=True, help="per-board concurrency (operating point)"
+    )
 
 
 def _series_args(p: argparse.ArgumentParser) -> None:
     """sweep's and scaling's --repetitions, --boards-max and --policy."""
-    p.add_argument("--repetitions", type=int)
-    p.add_argument("--boards-max", type=int)
+    p.add_argument("--repetitions", type=whole(1))
+    p.add_argument("--boards-max", type=whole(1))
     p.add_argument("--policy", type=_policy)
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from npudure import __version__
 from npudure.bench import analysis, cpu, experiments, report, telemetry_log
-from npudure.bench.cluster import ClusterAdmin, ClusterGuard, active_boards, state_name
+from npudure.bench.cluster import BenchError, ClusterAdmin, ClusterGuard, active_boards, state_name
 from npudure.bench.cluster_hold import ClusterHold
 from npudure.bench.lease import LeaseKeeper, default_holder
 from npudure.bench.loop_bridge import LoopBridge
@@ -243,6 +243,8 @@ class BenchSession:
         experiment = experiments.get(kind)
         series = self.series_name(kind if via == "scheduler" else f"{kind}-{via}")
         plan = experiment.plan(experiments.PlanContext(tuple(self.boards), series, via), **params)
+        if not plan.specs:  # nothing to aggregate either: say so instead of failing on an empty series
+            raise BenchError(f"{plan.description}: these settings plan no run (is a repetition count 0?)")
         self.progress.experiment(plan.description, len(plan.specs))
         admin, guard = self.admin, self.guard
         policy = admin.status().policy

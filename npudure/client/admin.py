@@ -24,6 +24,7 @@ from typing import TypeVar
 
 import grpc
 
+from npudure.argtypes import positive
 from npudure.client.handover_retry import retrying
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
@@ -207,13 +208,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         waits = name.startswith("wait-")
         cmd.add_argument(
             "--timeout",
-            type=float,
+            type=positive,
             default=60.0 if waits else 5.0,
             help="seconds to wait (default 60)" if waits else "the call's deadline, s (default 5)",
         )
         if waits:
             cmd.add_argument(
-                "--interval", type=float, default=0.2, help="seconds between polls (default 0.2)"
+                "--interval", type=positive, default=0.2, help="seconds between polls (default 0.2)"
             )
 
 

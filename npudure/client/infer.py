@@ -14,6 +14,7 @@ from pathlib import Path
 import grpc
 import numpy as np
 
+from npudure.argtypes import positive, whole
 from npudure.client import central
 from npudure.client.proxyless import Proxyless
 from npudure.client.routes import RouteError
@@ -62,7 +63,7 @@ def seeded_frame(seed: int) -> np.ndarray:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", default="127.0.0.1:50050", help="scheduler or agent host:port")
     parser.add_argument("--image", type=Path, action="append", help="image file(s); default: seeded frames")
-    parser.add_argument("--count", type=int, default=1, help="requests to send (default 1)")
+    parser.add_argument("--count", type=whole(1), default=1, help="requests to send (default 1)")
     parser.add_argument(
         "--encoding",
         choices=("raw", "jpeg", "file"),
@@ -70,7 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="raw/jpeg: the image letterboxed here to 640x640; file: each --image file's JPEG/PNG bytes as "
         "they are (any size: the board letterboxes to its model, boxes come back in the file's pixels)",
     )
-    parser.add_argument("--timeout", type=float, default=10.0, help="per-request deadline, s (default 10)")
+    parser.add_argument("--timeout", type=positive, default=10.0, help="per-request deadline, s (default 10)")
     parser.add_argument("--json", action="store_true", help="one JSON line per response")
     parser.add_argument(
         "--proxyless",

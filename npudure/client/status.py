@@ -10,6 +10,7 @@ import grpc
 from google.protobuf.json_format import MessageToDict
 
 from npudure import extras
+from npudure.argtypes import positive
 from npudure.proto import contract
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
@@ -90,7 +91,7 @@ def _print_cluster(status: pb.ClusterStatus) -> None:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", default="127.0.0.1:50050", help="scheduler or agent host:port")
     parser.add_argument("--json", action="store_true", help="print JSON (for scripts and Ansible)")
-    parser.add_argument("--timeout", type=float, default=5.0, help="deadline, s (default 5)")
+    parser.add_argument("--timeout", type=positive, default=5.0, help="deadline, s (default 5)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from npudure.argtypes import positive, whole
 from npudure.bench.fmt import text_table
 from npudure.lab import timescale
 from npudure.lab.host import LabError
@@ -25,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         return p
 
     up = with_state_dir(sub.add_parser("up", help="boot N emulated boards (and a scheduler host)"))
-    up.add_argument("--boards", type=int, default=3, help="number of boards (default 3)")
+    up.add_argument("--boards", type=whole(1), default=3, help="number of boards (default 3)")
     up.add_argument(
         "--scheduler-host",
         action=argparse.BooleanOptionalAction,
@@ -40,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     up.add_argument(
         "--arm64-boards",
-        type=int,
+        type=whole(0),
         default=0,
         metavar="N",
         help="boot the last N boards from an arm64 Debian image under qemu-user (needs qemu-user-static; "
@@ -58,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="where to write the Ansible inventory (default inventory/lab/hosts.yml in the repo)",
     )
-    up.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for sshd on every board")
+    up.add_argument("--timeout", type=positive, default=90.0, help="seconds to wait for sshd on every board")
     up.add_argument(
         "--keep-on-failure",
         action="store_true",
@@ -68,14 +69,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add = with_state_dir(
         sub.add_parser("add", help="boot one more board into the running lab and add it to the inventory")
     )
-    add.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for the board's sshd")
+    add.add_argument("--timeout", type=positive, default=90.0, help="seconds to wait for the board's sshd")
     rm = with_state_dir(sub.add_parser("remove", help="stop one board and take it out of the inventory"))
     rm.add_argument("board", help="the board's name, e.g. board4")
     with_state_dir(sub.add_parser("down", help="stop every board and remove what `up` made"))
     with_state_dir(sub.add_parser("status", help="table of boards: address, pid, systemd state, ssh"))
     ex = with_state_dir(sub.add_parser("exec", help="run a command inside a board: lab exec board1 -- CMD"))
     ex.add_argument("--ssh", action="store_true", help="go over the lab network (default: nsenter)")
-    ex.add_argument("--timeout", type=float, default=300.0)
+    ex.add_argument("--timeout", type=positive, default=300.0)
     ex.add_argument("board")
     ex.add_argument("cmd", nargs=argparse.REMAINDER, help="the command (after --)")
 

@@ -23,6 +23,7 @@ import grpc
 import yaml
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from npudure.argtypes import whole
 from npudure.config import BACKENDS
 from npudure.scheduler.policies import POLICIES
 from npudure.security import access as security
@@ -288,7 +289,7 @@ def _terminate(process: subprocess.Popen, timeout_s: float = 10.0, signalled: bo
 
 # ---------------------------------------------------------------------- CLI
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--boards", type=int, default=3, help="number of agents (default 3)")
+    parser.add_argument("--boards", type=whole(1), default=3, help="number of agents (default 3)")
     parser.add_argument(
         "--backend", choices=BACKENDS, default="sim", help="sim: emulated NPU; onnx: CPU (default sim)"
     )
@@ -305,7 +306,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--policy", default="least_inflight", choices=POLICIES, help="scheduler policy (default %(default)s)"
     )
     parser.add_argument(
-        "--connections-per-board", type=int, default=2, help="scheduler gRPC channels per board (default 2)"
+        "--connections-per-board",
+        type=whole(1),
+        default=2,
+        help="scheduler gRPC channels per board (default 2)",
     )
     parser.add_argument("--port", type=int, default=50050, help="scheduler port on 127.0.0.1 (0 = any free)")
     parser.add_argument(
@@ -325,9 +329,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.boards < 1:
-        print("npudure local: --boards must be at least 1", file=sys.stderr)
-        return 2
     if args.workdir is not None:
         try:
             args.workdir.mkdir(parents=True, exist_ok=True)

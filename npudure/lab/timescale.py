@@ -14,6 +14,8 @@ import math
 import os
 import sys
 
+from npudure.argtypes import positive
+
 BOARD_INF_S = 161.5  # one emulated board at time scale 1 (docs/sim-model.md)
 HOST_CPU_MS_PER_REQUEST = 5.0
 HOST_BUDGET = 0.5  # of all cores: room for other work, bursts and the telemetry poller
@@ -28,17 +30,6 @@ def pick(boards: int, cores: int) -> tuple[float, str]:
         f"~{HOST_CPU_MS_PER_REQUEST:g} host CPU-ms per frame = {demand_cores / scale:.2f} core(s) of {cores} "
         f"(budget {HOST_BUDGET:.0%} = {HOST_BUDGET * cores:g} core(s)); at time scale 1: {demand_cores:.2f}"
     )
-
-
-def positive(text: str) -> float:
-    """An argparse type: a number above 0 (a time scale, a timeout), or a usage error saying so."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number (e.g. 2.5)") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be above 0 (got {text})")
-    return value
 
 
 def add_option(parser: argparse.ArgumentParser, default: float | None, default_says: str) -> None:

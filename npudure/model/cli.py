@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from npudure.argtypes import whole
 from npudure.backends.base import sha256_file
 
 _NEEDS_ONNX = "this needs the onnx and onnxruntime packages: pip install 'npudure[onnx]'"
@@ -30,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "rknn_model_zoo (for conversion to .rknn); standard: one output [1,4+nc,8400] with `names` "
         "metadata, as `yolo export format=onnx` writes it. Default: split",
     )
-    build.add_argument("--classes", type=int, default=80, help="class count (default 80)")
+    build.add_argument("--classes", type=whole(1), default=80, help="class count (default 80)")
     build.add_argument("--imgsz", type=int, default=640, help="input side, a multiple of 32 (default 640)")
     build.add_argument(
         "--names", help="class names, comma-separated (default: COCO's for 80 classes, else class0, ...)"
@@ -38,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     build.add_argument("--int8", action="store_true", help="static INT8 QDQ quantization (split layout)")
     build.add_argument("--seed", type=int, default=0, help="weight and calibration seed (default 0)")
     build.add_argument("--force", action="store_true", help="rebuild even if the file exists")
-    build.add_argument("--threads", type=int, default=2, help="ONNX Runtime threads for calibration")
+    build.add_argument("--threads", type=whole(1), default=2, help="ONNX Runtime threads for calibration")
 
     info = sub.add_parser("info", help="show a model's inputs, outputs, parameters, FLOPs and sha256")
     info.add_argument("path", type=Path)
@@ -48,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="write seeded synthetic frames as PNG (+ dataset.txt for rknn-toolkit2 quantization)",
     )
     frames.add_argument("--out", type=Path, required=True, help="folder to write into")
-    frames.add_argument("--count", type=int, default=20)
+    frames.add_argument("--count", type=whole(1), default=20)
     frames.add_argument("--first-seed", type=int, default=0)
 
     conv = sub.add_parser(
@@ -176,9 +177,6 @@ def _frames(args: argparse.Namespace) -> int:
 
     from npudure.vision.frames import synthetic_frame
 
-    if args.count < 1:
-        print("npudure model frames: --count must be 1 or more", file=sys.stderr)
-        return 2
     args.out.mkdir(parents=True, exist_ok=True)
     names = []
     for seed in range(args.first_seed, args.first_seed + args.count):

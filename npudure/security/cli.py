@@ -14,6 +14,7 @@ import json
 import sys
 from pathlib import Path
 
+from npudure.argtypes import whole
 from npudure.security import ca_rotation, crl, pki
 
 
@@ -29,7 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     init.add_argument("--dir", type=Path, required=True, help="the CA directory (created 0700 if missing)")
     init.add_argument("--cn", default=pki.DEFAULT_CA_CN, help="the CA's common name (default: %(default)s)")
-    init.add_argument("--days", type=int, default=pki.DEFAULT_CA_DAYS, help="validity (default: %(default)s)")
+    init.add_argument(
+        "--days", type=whole(1), default=pki.DEFAULT_CA_DAYS, help="validity (default: %(default)s)"
+    )
     init.add_argument("--force", action="store_true", help="replace an existing CA")
 
     csr = sub.add_parser(
@@ -64,7 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sign.add_argument("--csr", type=Path, required=True, help="the host's certificate request")
     sign.add_argument("--out", type=Path, required=True, help="where to write the certificate")
     sign.add_argument(
-        "--days", type=int, default=pki.DEFAULT_LEAF_DAYS, help="validity (default: %(default)s)"
+        "--days", type=whole(1), default=pki.DEFAULT_LEAF_DAYS, help="validity (default: %(default)s)"
     )
     usage = sign.add_mutually_exclusive_group()
     usage.add_argument(
@@ -94,7 +97,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     check.add_argument("--key", type=Path, help="the private key it must match")
     check.add_argument(
         "--min-days",
-        type=int,
+        type=whole(0),
         default=pki.DEFAULT_MIN_DAYS,
         help="days left below which to rotate (default: 30)",
     )
@@ -137,7 +140,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     which.add_argument("--serial", help="its serial, hex (as openssl x509 -noout -serial prints it)")
     revoke.add_argument(
         "--days",
-        type=int,
+        type=whole(1),
         default=crl.DEFAULT_CRL_DAYS,
         help="days until the CRL's next update (default: %(default)s)",
     )

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from npudure.bench import agent_cpu, experiments
+from npudure.bench.cluster import BenchError
 from npudure.bench.experiments import PlanContext
 from npudure.bench.experiments.sweep import operating_concurrency
 from npudure.bench.runs import RunData
@@ -175,6 +176,11 @@ def test_the_session_executes_a_plan_in_order_numbering_every_run() -> None:
     assert bench.guard.resets == 3  # type: ignore[attr-defined]  # caps put back after every experiment
     with pytest.raises(ValueError, match="--mode 'sideways'"):
         bench.run("scaling", "sideways", per_board=2)
+    # A plan of no runs (repetitions 0, from code; the CLI refuses it) is an error in words, not an
+    # IndexError from aggregating an empty series; nothing is executed.
+    with pytest.raises(BenchError, match="plan no run"):
+        bench.run("scaling", per_board=2, repetitions=0)
+    assert len(executed) == 9
 
 
 # ------------------------------------------------------------------------------------------ aggregates

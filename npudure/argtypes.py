@@ -1,0 +1,56 @@
+"""argparse types for the commands' counts and durations.
+
+Each refuses a value out of range while the arguments are parsed, so a typo such as ``--boards 0`` or
+``--repetitions 0`` is a usage error (exit 2) that names the option and what it takes, before anything
+boots, connects or writes a result folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+
+
+def whole(minimum: int) -> Callable[[str], int]:
+    """A whole number of at least ``minimum`` (a count of boards, frames, repetitions...)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not a whole number (e.g. {max(minimum, 1) + 2})"
+            ) from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be {minimum} or more (got {value})")
+        return value
+
+    parse.__name__ = f"whole number >= {minimum}"
+    return parse
+
+
+def _number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number (e.g. 2.5)") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number (e.g. 2.5)")
+    return value
+
+
+def positive(text: str) -> float:
+    """A number above 0: a time scale, a timeout, a window in seconds."""
+    value = _number(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be above 0 (got {text})")
+    return value
+
+
+def non_negative(text: str) -> float:
+    """A number of 0 or more: a warm-up that may be skipped, a growth bound."""
+    value = _number(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more (got {text})")
+    return value
