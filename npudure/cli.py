@@ -10,41 +10,77 @@ import argparse
 import importlib
 import os
 import sys
+from typing import NamedTuple
 
 from npudure import __version__
 from npudure.extras import MissingExtra
 
-# name -> (module, one-line help)
-COMMANDS: dict[str, tuple[str, str]] = {
-    "agent": ("npudure.agent.cli", "run the board agent (gRPC inference server on one board)"),
-    "scheduler": ("npudure.scheduler.cli", "run the scheduler (gRPC front that routes to the boards)"),
-    "local": ("npudure.lab.local", "start a scheduler and N agents on loopback (no root, no boards)"),
-    "status": ("npudure.client.status", "show a scheduler's cluster status or an agent's node status"),
-    "infer": ("npudure.client.infer", "send frames to a scheduler or agent and print the detections"),
-    "admin": ("npudure.client.admin", "drain, undrain and wait for boards (a rolling change's steps)"),
-    "bench": ("npudure.bench.cli", "measure a running cluster: saturation, scaling, heterogeneity"),
-    "affinity": ("npudure.affinity.cli", "plan or apply big.LITTLE CPU and NPU IRQ affinity"),
-    "model": ("npudure.model.cli", "build the YOLOv8n ONNX model (no download) and inspect models"),
-    "lab": ("npudure.lab.cli", "the emulated fleet: boards as systemd-nspawn containers (root)"),
-    "pki": ("npudure.security.cli", "a small CA for mutual TLS: init-ca, csr, sign, check"),
-    "faults": ("npudure.faults.cli", "fault suite and soak on the emulated fleet (root)"),
-}
+
+class Command(NamedTuple):
+    module: str  # provides add_arguments(parser) and run(args) -> int
+    help: str  # one line, in `npudure --help`
+    example: str  # shown by `npudure COMMAND --help`
 
 
-# One example per command, shown by `npudure COMMAND --help`.
-EXAMPLES: dict[str, str] = {
-    "agent": "npudure agent --config /etc/npudure/agent.yml --log-level INFO",
-    "scheduler": "npudure scheduler --config /etc/npudure/scheduler.yml",
-    "local": "npudure local --boards 3 --backend sim --policy least_inflight",
-    "status": "npudure status --target 127.0.0.1:50050 --json",
-    "infer": "npudure infer --target 127.0.0.1:50050 --image street.jpg --count 6",
-    "admin": "npudure admin drain --target 127.0.0.1:50050 --node board1",
-    "bench": "npudure bench run --target 127.0.0.1:50050 --quick",
-    "affinity": "npudure affinity plan --json",
-    "model": "npudure model build",
-    "lab": "sudo npudure lab up --boards 3",
-    "pki": "npudure pki init-ca --dir ~/.config/npudure/ca",
-    "faults": "sudo npudure faults run",
+COMMANDS: dict[str, Command] = {
+    "agent": Command(
+        "npudure.agent.cli",
+        "run the board agent (gRPC inference server on one board)",
+        "npudure agent --config /etc/npudure/agent.yml --log-level INFO",
+    ),
+    "scheduler": Command(
+        "npudure.scheduler.cli",
+        "run the scheduler (gRPC front that routes to the boards)",
+        "npudure scheduler --config /etc/npudure/scheduler.yml",
+    ),
+    "local": Command(
+        "npudure.lab.local",
+        "start a scheduler and N agents on loopback (no root, no boards)",
+        "npudure local --boards 3 --backend sim --policy least_inflight",
+    ),
+    "status": Command(
+        "npudure.client.status",
+        "show a scheduler's cluster status or an agent's node status",
+        "npudure status --target 127.0.0.1:50050 --json",
+    ),
+    "infer": Command(
+        "npudure.client.infer",
+        "send frames to a scheduler or agent and print the detections",
+        "npudure infer --target 127.0.0.1:50050 --image street.jpg --count 6",
+    ),
+    "admin": Command(
+        "npudure.client.admin",
+        "drain, undrain and wait for boards (a rolling change's steps)",
+        "npudure admin drain --target 127.0.0.1:50050 --node board1",
+    ),
+    "bench": Command(
+        "npudure.bench.cli",
+        "measure a running cluster: saturation, scaling, heterogeneity",
+        "npudure bench run --target 127.0.0.1:50050 --quick",
+    ),
+    "affinity": Command(
+        "npudure.affinity.cli",
+        "plan or apply big.LITTLE CPU and NPU IRQ affinity",
+        "npudure affinity plan --json",
+    ),
+    "model": Command(
+        "npudure.model.cli",
+        "build the YOLOv8n ONNX model (no download) and inspect models",
+        "npudure model build",
+    ),
+    "lab": Command(
+        "npudure.lab.cli",
+        "the emulated fleet: boards as systemd-nspawn containers (root)",
+        "sudo npudure lab up --boards 3",
+    ),
+    "pki": Command(
+        "npudure.security.cli",
+        "a small CA for mutual TLS: init-ca, csr, sign, check",
+        "npudure pki init-ca --dir ~/.config/npudure/ca",
+    ),
+    "faults": Command(
+        "npudure.faults.cli", "fault suite and soak on the emulated fleet (root)", "sudo npudure faults run"
+    ),
 }
 
 
@@ -62,12 +98,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     chosen = next((a for a in argv if not a.startswith("-")), None)
-    for name, (module_name, help_text) in COMMANDS.items():
+    for name, (module_name, help_text, example) in COMMANDS.items():
         cmd = sub.add_parser(
             name,
             help=help_text,
             description=help_text,
-            epilog=f"example: {EXAMPLES[name]}",
+            epilog=f"example: {example}",
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         if name == chosen:

@@ -86,8 +86,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     soak.add_argument(
         "--warmup",
         type=non_negative,
-        default=None,
-        help="seconds before growth is measured (default min(60, 1/3))",
+        help="seconds before growth is measured (default: a third of the run, 60 at most)",
     )
     soak.add_argument(
         "--rss-growth-pct", type=non_negative, default=20.0, help="bound on RSS growth in percent (20)"
