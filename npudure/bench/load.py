@@ -210,7 +210,7 @@ async def closed_loop(
 
     workers = [asyncio.create_task(worker()) for _ in range(concurrency)]
     try:
-        limit = warmup_s + (max_duration_s if max_duration_s is not None else 10 * duration_s + 60)
+        limit = warmup_s + longest_window_s(duration_s, max_duration_s)
         target_end = warmup_s + duration_s
         while True:
             elapsed = time.perf_counter() - t0
@@ -252,17 +252,33 @@ def arrival_offsets(rate: float, span_s: float, arrival: str, seed: int) -> np.n
     raise ValueError(f"arrival {arrival!r} is not known; use constant or poisson")
 
 
+def longest_window_s(duration_s: float, max_duration_s: float | None) -> float:
+    """How long a window extended for ``min_samples`` may last at most (after the warm-up): the given
+    ``--max-duration``, else ten windows and a minute. Both loads stop there, with or without the samples."""
+    return max_duration_s if max_duration_s is not None else 10 * duration_s + 60
+
+
 def open_loop_window(
-    rate: float, warmup_s: float, duration_s: float, arrival: str, seed: int, min_samples: int
+    rate: float,
+    warmup_s: float,
+    duration_s: float,
+    arrival: str,
+    seed: int,
+    min_samples: int,
+    max_duration_s: float | None = None,
 ) -> tuple[np.ndarray, float]:
     """(intended send times, window end): the window lasts ``duration_s`` or until ``min_samples``
-    requests are scheduled inside it, whichever is longer."""
-    span = warmup_s + max(duration_s, 2.0 * min_samples / rate + 1.0)
-    offsets = arrival_offsets(rate, span, arrival, seed)
-    end = warmup_s + duration_s
-    inside = offsets[offsets >= warmup_s]
-    if min_samples and inside[:min_samples].size == min_samples and inside[min_samples - 1] >= end:
-        end = float(np.nextafter(inside[min_samples - 1], np.inf))
+    requests are scheduled inside it, whichever is longer, but never past ``longest_window_s``: a rate
+    too low for the samples gives a short run (invalid for too few samples), not one of days."""
+    limit = warmup_s + longest_window_s(duration_s, max_duration_s)
+    end = min(warmup_s + duration_s, limit)
+    offsets = arrival_offsets(rate, max(limit, end), arrival, seed)
+    if min_samples:
+        inside = offsets[offsets >= warmup_s]
+        if inside.size < min_samples:
+            end = limit
+        elif inside[min_samples - 1] >= end:
+            end = min(float(np.nextafter(inside[min_samples - 1], np.inf)), limit)
     return offsets[offsets < end], end
 
 
@@ -280,11 +296,14 @@ async def open_loop(
     progress: Callable[[float], None] | None = None,
     t0: float | None = None,
     min_samples: int = 0,
+    max_duration_s: float | None = None,
 ) -> LoadResult:
     """Requests at the intended times of ``arrival_offsets``; at most ``max_outstanding`` in flight
     (beyond it the generator waits, falls behind, and says so). The window is extended until
-    ``min_samples`` requests are scheduled inside it."""
-    offsets, window_end = open_loop_window(rate, warmup_s, duration_s, arrival, seed, min_samples)
+    ``min_samples`` requests are scheduled inside it, within ``longest_window_s``."""
+    offsets, window_end = open_loop_window(
+        rate, warmup_s, duration_s, arrival, seed, min_samples, max_duration_s
+    )
     col = _Collector()
     slots = asyncio.Semaphore(max_outstanding)
     tasks: set[asyncio.Task[None]] = set()
@@ -311,6 +330,11 @@ async def open_loop(
             task.add_done_callback(tasks.discard)
             if progress and i % 64 == 0:
                 progress(time.perf_counter() - t0)
+        # The window is a span of time, not a list of sends: the CPU and throughput figures divide by
+        # it, so the run lasts to its end even when the last send (or none) came long before.
+        rest = window_end - (time.perf_counter() - t0)
+        if rest > 0:
+            await asyncio.sleep(rest)
         if tasks:
             await asyncio.gather(*tasks)
     finally:

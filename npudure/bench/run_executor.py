@@ -108,6 +108,7 @@ class RunExecutor:
             "warmup_s": s.warmup_s,
             "duration_s": s.duration_s,
             "min_samples": s.min_samples,
+            "max_duration_s": s.max_duration_s,
             "timeout_s": s.timeout_s,
             "cpu_probe": self.cpu_probe,
             "progress": self.progress.tick,
@@ -127,9 +128,7 @@ class RunExecutor:
             )
         if spec.concurrency is None:
             raise ValueError(f"closed-loop run {spec.run_id} has no concurrency")
-        return await closed_loop(
-            target, self.frames.requests, spec.concurrency, max_duration_s=s.max_duration_s, **common
-        )
+        return await closed_loop(target, self.frames.requests, spec.concurrency, **common)
 
     def _wait_up(self, boards: tuple[str, ...]) -> None:
         deadline = time.monotonic() + self.settings.board_up_wait_s

@@ -220,6 +220,25 @@ async def test_open_loop_flags_a_generator_that_cannot_keep_up(frames: FrameSet)
     assert result.samples.latency_ms.max() > 200
 
 
+async def test_an_open_loop_too_slow_for_its_samples_lasts_its_window_and_no_longer(
+    dummy: DummyTarget, frames: FrameSet
+) -> None:
+    # 0.5/s for 100 samples would take ~200 s: the window stops at --max-duration (1 s) with the one
+    # request it scheduled, and lasts all of it (the harness CPU and throughput divide by the window).
+    started = time.perf_counter()
+    result = await _with_target(
+        dummy.address,
+        lambda t: open_loop(
+            t, frames.requests, 0.5, 0.2, 0.3, arrival="constant", min_samples=100, max_duration_s=1.0
+        ),
+    )
+    took = time.perf_counter() - started
+    assert result.window_end_s == pytest.approx(1.2)
+    assert len(result.samples) == 1 and result.schedule["scheduled_in_window"] == 0
+    assert 1.2 <= took < 10, f"the run took {took:.1f} s for a 1.2 s window"
+    assert result.cpu_end.wall_s - result.cpu_start.wall_s >= 1.2
+
+
 async def test_target_that_does_not_answer_is_named() -> None:
     target = Target("127.0.0.1:9", connections=1)  # discard port: nothing listens
     with pytest.raises(ConnectionError, match=r"cannot connect to 127\.0\.0\.1:9"):

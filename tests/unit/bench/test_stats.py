@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from npudure.bench import stats
-from npudure.bench.load import arrival_offsets, open_loop_window
+from npudure.bench.load import arrival_offsets, longest_window_s, open_loop_window
 
 
 # ------------------------------------------------------------------------------------ operating point
@@ -173,3 +173,18 @@ def test_open_loop_window_extends_until_min_samples_are_scheduled() -> None:
     # When duration alone gives enough requests, the window is exactly the duration.
     offsets, end = open_loop_window(100.0, 0.5, 2.0, "constant", seed=0, min_samples=100)
     assert end == 2.5 and offsets.size == 250
+
+
+def test_an_open_loop_window_too_slow_for_its_samples_stops_at_the_longest_window() -> None:
+    # 0.0001/s would need ~a million seconds for 100 requests: the window stops where a closed loop's
+    # would (10 windows + 60 s), or at --max-duration, with what it has (the run is then invalid).
+    offsets, end = open_loop_window(0.0001, 1.0, 0.5, "poisson", seed=0, min_samples=100)
+    assert end == 1.0 + longest_window_s(0.5, None) == 66.0
+    assert offsets.size < 100 and (offsets < end).all()
+    offsets, end = open_loop_window(0.0001, 1.0, 0.5, "constant", seed=0, min_samples=100, max_duration_s=2.0)
+    assert end == 3.0 and offsets.tolist() == [0.0]
+    # An extension is cut at --max-duration too: 10/s needs ~10 s for 100 requests, 4 s are allowed.
+    offsets, end = open_loop_window(10.0, 0.5, 1.0, "constant", seed=0, min_samples=100, max_duration_s=4.0)
+    assert end == 4.5 and offsets.size == 45
+    # A --max-duration shorter than the window shortens it, as in the closed loop.
+    assert open_loop_window(100.0, 0.5, 2.0, "constant", seed=0, min_samples=0, max_duration_s=1.0)[1] == 1.5
