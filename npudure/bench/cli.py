@@ -61,8 +61,13 @@ def _number_list(
     return values
 
 
-def _ints(text: str) -> list[int]:
-    return _number_list(text, int, "integers", "1,2,4,8", lambda v: v < 0, "non-negative integers")
+def _caps_mhz(text: str) -> list[int]:
+    """CPU caps in MHz (0 = no cap)."""
+    return _number_list(text, int, "integers", "0,1608,1200", lambda v: v < 0, "non-negative integers")
+
+
+def _concurrencies(text: str) -> list[int]:
+    return _number_list(text, int, "integers", "1,2,4,8", lambda v: v < 1, "integers of 1 or more")
 
 
 def _floats(text: str) -> list[float]:
@@ -187,7 +192,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _common(run)
     run.add_argument("--boards-max", type=whole(1), help="scale up to this many boards (default: all active)")
     run.add_argument(
-        "--sweep", type=_ints, help="per-board concurrencies (default 1,2,4,8,16; quick 1,2,4,8)"
+        "--sweep", type=_concurrencies, help="per-board concurrencies (default 1,2,4,8,16; quick 1,2,4,8)"
     )
     run.add_argument("--sweep-repetitions", type=whole(1), help="repetitions of the sweep (default 2)")
     run.add_argument("--repetitions", type=whole(1), help="repetitions per node count (default 3; quick 2)")
@@ -195,7 +200,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--policy", type=_policy, help="scheduler policy for sweep and scaling (default: as configured)"
     )
     run.add_argument(
-        "--hetero-ladder", type=_ints, help="CPU caps in MHz for one board (default reference ladder)"
+        "--hetero-ladder", type=_caps_mhz, help="CPU caps in MHz for one board (default reference ladder)"
     )
     run.add_argument("--hetero-policies", type=_policies, help="policies compared on the dial")
     run.add_argument("--hetero-board", help="board to cap (default: the first active board)")
@@ -215,7 +220,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     sweep = sub.add_parser("sweep", help="concurrency sweep and operating point")
     _common(sweep)
-    sweep.add_argument("--sweep", type=_ints)
+    sweep.add_argument("--sweep", type=_concurrencies)
     _series_args(sweep)
 
     scaling = sub.add_parser("scaling", help="1..N boards at a given per-board concurrency")
@@ -226,7 +231,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     hetero = sub.add_parser("hetero", help="cap one board's CPU down a ladder, per policy")
     _common(hetero)
     _operating_point(hetero)
-    hetero.add_argument("--hetero-ladder", type=_ints)
+    hetero.add_argument("--hetero-ladder", type=_caps_mhz)
     hetero.add_argument("--hetero-policies", type=_policies)
     hetero.add_argument("--hetero-board")
     hetero.add_argument("--repetitions", type=whole(1), default=1)
@@ -281,8 +286,10 @@ def _default(args: argparse.Namespace, name: str) -> Any:
         return value
     table = QUICK if args.quick else FULL
     raw = table[name]
-    if name == "sweep" or name == "hetero_ladder":
-        return _ints(str(raw))
+    if name == "sweep":
+        return _concurrencies(str(raw))
+    if name == "hetero_ladder":
+        return _caps_mhz(str(raw))
     if name == "hetero_policies":
         return _policies(str(raw))
     return raw

@@ -52,6 +52,12 @@ REFUSED = [
     (["bench", "run", *TARGET, "--warmup", "-1"], "--warmup", "must be 0 or more"),
     (["bench", "run", *TARGET, "--timeout", "nan"], "--timeout", "not a finite number"),
     (["bench", "local", *TARGET, "--concurrency", "0"], "--concurrency", "must be 1 or more"),
+    (["bench", "sweep", *TARGET, "--sweep", "1,0,4"], "--sweep", "expected integers of 1 or more"),
+    (
+        ["bench", "hetero", *TARGET, "--concurrency", "1", "--hetero-ladder", "-5"],
+        "--hetero-ladder",
+        "non-negative",
+    ),
     (["bench", "scaling", *TARGET, "--concurrency", "-2"], "--concurrency", "must be 1 or more"),
     (["infer", *TARGET, "--count", "0"], "--count", "must be 1 or more"),
     (["infer", *TARGET, "--timeout", "0"], "--timeout", "must be above 0"),
