@@ -272,7 +272,9 @@ def open_loop_window(
     too low for the samples gives a short run (invalid for too few samples), not one of days."""
     limit = warmup_s + longest_window_s(duration_s, max_duration_s)
     end = min(warmup_s + duration_s, limit)
-    offsets = arrival_offsets(rate, max(limit, end), arrival, seed)
+    # Twice the sends the samples need (and a second) is plenty; never past the longest window.
+    span = min(warmup_s + max(duration_s, 2.0 * min_samples / rate + 1.0), max(limit, end))
+    offsets = arrival_offsets(rate, span, arrival, seed)
     if min_samples:
         inside = offsets[offsets >= warmup_s]
         if inside.size < min_samples:
