@@ -7,7 +7,8 @@
 
 The admin calls carry the fleet's credentials from the environment, as every npudure client
 (NPUDURE_ADMIN_TOKEN_FILE, NPUDURE_TLS_*; npudure.security.access). drain/undrain repeat the call for
-up to 30 s while the scheduler answers UNAVAILABLE (handing over to a new process, or restarting).
+up to 30 s while the scheduler answers UNAVAILABLE (handing over to a new process, or restarting)
+or CANCELLED (the old process stopped with the call in flight).
 Exit codes: 0 done, 1 failed or timed out (one line on stderr saying what was seen), 3 the scheduler
 has no board of that name (the roll treats a board the scheduler does not know yet as one that needs
 no drain).

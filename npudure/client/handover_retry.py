@@ -5,6 +5,12 @@ scheduler; retry", ``contract.HANDING_OVER``): its successor has taken the saved
 made on the old process would be lost. The same code means a scheduler restarting. Either is over in
 seconds, so the call is repeated after a doubling pause (``first_s`` up to ``max_s``) for at most
 ``budget_s``; any other code, or the budget spent, raises the last error.
+
+CANCELLED is repeated too: it is what a call gets when it reaches the old process as that process
+stops (gRPC cancels every call its server has not finished). The old process took no change once it
+began handing over, and every call retried here is idempotent (drain, reload, lease, policy), so
+asking again is safe. These callers never cancel a call themselves; their deadlines end in
+DEADLINE_EXCEEDED, which is not retried.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import grpc
 
 R = TypeVar("R")
 BUDGET_S = 30.0
+RETRIED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED})
 
 
 def retrying(
@@ -33,7 +40,7 @@ def retrying(
         try:
             return call()
         except grpc.RpcError as exc:
-            if exc.code() != grpc.StatusCode.UNAVAILABLE or clock() + pause > deadline:
+            if exc.code() not in RETRIED or clock() + pause > deadline:
                 raise
         sleep(pause)
         pause = min(pause * 2, max_s)

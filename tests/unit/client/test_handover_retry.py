@@ -42,6 +42,23 @@ def test_a_scheduler_handing_over_is_asked_again_with_a_doubling_pause() -> None
     assert len(made) == 4 and clock.pauses == [0.1, 0.2, 0.4]
 
 
+def test_a_call_cancelled_by_the_old_process_stopping_is_asked_again() -> None:
+    # Seen in CI: `npudure admin drain` reached the old scheduler as it stopped and got CANCELLED.
+    clock = FakeClock()
+    busy = _Error(grpc.StatusCode.UNAVAILABLE, f"DrainNode: {contract.HANDING_OVER}")
+    call, made = _calls(busy, _Error(grpc.StatusCode.CANCELLED, "CANCELLED"), "done")
+    assert retrying(call, clock=clock, sleep=clock.sleep) == "done"
+    assert len(made) == 3
+
+
+def test_a_deadline_is_not_retried() -> None:
+    clock = FakeClock()
+    call, made = _calls(_Error(grpc.StatusCode.DEADLINE_EXCEEDED), "done")
+    with pytest.raises(grpc.RpcError):
+        retrying(call, clock=clock, sleep=clock.sleep)
+    assert len(made) == 1
+
+
 def test_other_errors_are_not_retried() -> None:
     clock = FakeClock()
     call, made = _calls(_Error(grpc.StatusCode.PERMISSION_DENIED), "done")
