@@ -23,7 +23,7 @@ import numpy as np
 
 from npudure.bench.cpu import CpuProbe, CpuSample, harness_cpu_sample
 from npudure.bench.samples import Samples, from_raw
-from npudure.client.central import central_options
+from npudure.client.central import central_options, lost_to_a_server_stop
 from npudure.client.opening import ClosedOnFailure, Unreachable
 from npudure.proto import contract
 from npudure.security import access as security
@@ -113,6 +113,8 @@ class LoadResult:
     cpu_start: CpuSample
     cpu_end: CpuSample
     error_messages: dict[str, int] = field(default_factory=dict)
+    # Calls replayed once because the server closed their connection as it stopped (``_call``).
+    replayed: dict[str, int] = field(default_factory=dict)
     # Open loop only.
     schedule: dict[str, object] = field(default_factory=dict)
 
@@ -141,6 +143,7 @@ class _Collector:
         self.codes: list[int] = []
         self.responses: list[bytes | None] = []
         self.errors: dict[str, int] = {}
+        self.replayed: dict[str, int] = {}
 
     def add(self, intended: float, sent: float, done: float, code: int, response: bytes | None) -> None:
         self.intended.append(intended)
@@ -150,20 +153,38 @@ class _Collector:
         self.responses.append(response)
 
     def note_error(self, exc: grpc.aio.AioRpcError) -> int:
-        key = f"{exc.code().name}: {exc.details()}"
-        if key in self.errors or len(self.errors) < MAX_ERROR_MESSAGES:
-            self.errors[key] = self.errors.get(key, 0) + 1
+        _count(self.errors, exc)
         return int(exc.code().value[0])
+
+    def note_replay(self, exc: grpc.aio.AioRpcError) -> None:
+        _count(self.replayed, exc)
 
     def samples(self) -> Samples:
         return from_raw(self.intended, self.sent, self.done, self.codes, self.responses)
 
 
+def _count(messages: dict[str, int], exc: grpc.aio.AioRpcError) -> None:
+    key = f"{exc.code().name}: {exc.details()}"
+    if key in messages or len(messages) < MAX_ERROR_MESSAGES:
+        messages[key] = messages.get(key, 0) + 1
+
+
 async def _call(
     target: LoadTarget, payload: bytes, timeout_s: float, col: _Collector
 ) -> tuple[int, bytes | None]:
+    """One request. A call lost to a server's stop (the connection closed under it after GOAWAY) is
+    replayed once within what is left of its deadline, as a client with the retry policy would, and
+    counted in ``replayed``; its latency spans both attempts. Every other error is the sample's."""
+    start = time.perf_counter()
     try:
         return 0, await target.infer(payload, timeout_s)
+    except grpc.aio.AioRpcError as exc:
+        left = timeout_s - (time.perf_counter() - start)
+        if not lost_to_a_server_stop(exc) or left <= 0:
+            return col.note_error(exc), None
+        col.note_replay(exc)
+    try:
+        return 0, await target.infer(payload, left)
     except grpc.aio.AioRpcError as exc:
         return col.note_error(exc), None
 
@@ -229,7 +250,7 @@ async def closed_loop(
         for w in workers:
             w.cancel()
     cpu_end = cpu_probe()
-    return LoadResult(col.samples(), warmup_s, window_end, cpu_start, cpu_end, col.errors)
+    return LoadResult(col.samples(), warmup_s, window_end, cpu_start, cpu_end, col.errors, col.replayed)
 
 
 def arrival_offsets(rate: float, span_s: float, arrival: str, seed: int) -> np.ndarray:
@@ -349,7 +370,9 @@ async def open_loop(
     schedule.update(
         {"rate_target_inf_per_s": rate, "arrival": arrival, "seed": seed, "max_outstanding": max_outstanding}
     )
-    return LoadResult(samples, window_start, window_end, cpu_start, cpu_end, col.errors, schedule)
+    return LoadResult(
+        samples, window_start, window_end, cpu_start, cpu_end, col.errors, col.replayed, schedule
+    )
 
 
 def schedule_report(

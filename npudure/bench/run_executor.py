@@ -198,6 +198,7 @@ class RunExecutor:
             "samples_total": len(result.samples),
             "responses_ok_total": int(result.samples.ok.sum()),
             "error_messages": result.error_messages,
+            "replayed_after_server_stop": result.replayed,
             "generator_cpu": {**result.generator_cpu(), "cpu_count": os.cpu_count() or 1},
             "scheduler_cpu": self.scheduler_pids.window(start.scheduler_cpu_s, wall),
             "host_cpu_busy_fraction": host,

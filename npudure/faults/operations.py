@@ -256,6 +256,7 @@ def run_operation(
                 "concurrency": concurrency,
                 "window_s": asdict(window),
                 "load_errors": result.error_messages,
+                "load_replayed": result.replayed,
                 "polls": len(polls),
                 "load_generator_stalls_s": [[round(a, 3), round(b, 3)] for a, b in stalls],
                 "result": r.as_dict(),

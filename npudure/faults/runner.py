@@ -183,6 +183,7 @@ class Suite:
                 "recovery_budget_s": self.timing.budget(spec),
                 "timeline_s": asdict(tl) if tl else None,
                 "load_errors": result.error_messages,
+                "load_replayed": result.replayed,
                 "result": r.as_dict(),
             },
         )

@@ -300,6 +300,7 @@ def run_soak(
             **{k: v for k, v in asdict(soak).items() if k != "samples"},
             "scheduler": fleet.scheduler,
             "load_errors": result.error_messages,
+            "load_replayed": result.replayed,
         },
     )
     return soak

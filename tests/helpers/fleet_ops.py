@@ -38,6 +38,8 @@ def failures(load: BackgroundLoad) -> tuple[int, int, dict[str, int], float]:
     samples = result.samples
     ok = np.sort(samples.done_s[samples.ok])
     gap = float(np.diff(ok).max()) if ok.size > 1 else float("inf")
+    if result.replayed:  # not failures (a retrying client replays them too), but worth seeing
+        print(f"replayed once after a server stop closed their connection: {result.replayed}")
     return int((~samples.ok).sum()), len(samples), result.error_messages, gap
 
 
