@@ -329,7 +329,7 @@ def run(args: argparse.Namespace) -> int:
     from npudure.bench.lease import LeaseRefused
     from npudure.bench.payloads import FrameSourceError, make_frame_set
     from npudure.bench.results import ResultDirExists
-    from npudure.bench.session import BenchSession, BenchSettings
+    from npudure.bench.session import BenchSession, BenchSettings, BoardsRefused
     from npudure.bench.terminal import summary_text
 
     if args.out and (problem := _unwritable(Path(args.out))):
@@ -376,11 +376,12 @@ def run(args: argparse.Namespace) -> int:
         progress=args.progress,
         command=["npudure", *sys.argv[1:]],
         expect_reboot=tuple(args.expect_reboot),
+        board_check=board_check(args),
     )
     try:
         with session:
             _dispatch(session, args, operating_concurrency)
-    except (ResultDirExists, LeaseRefused) as exc:
+    except (ResultDirExists, LeaseRefused, BoardsRefused) as exc:
         print(f"npudure bench: refused: {exc}", file=sys.stderr)
         return EXIT_REFUSED
     except (BenchError, ValueError, ConnectionError) as exc:
@@ -416,6 +417,29 @@ def _unwritable(out: Path) -> str | None:
 def _print_summary(session: Any, summary_text: Any) -> None:
     if session.summary is not None and session.result is not None:
         print(summary_text(session.summary, session.result.path))
+
+
+def board_check(args: argparse.Namespace) -> Callable[[list[str]], None]:
+    """What the command asks of the active boards, checked by the session before it makes a result
+    folder: a mistyped --hetero-board in `bench run` used to be found after the sweep and scaling."""
+    from npudure.bench.experiments.base import require_active
+    from npudure.bench.experiments.hetero import cap_board
+
+    def check(active: list[str]) -> None:
+        boards = active[: args.boards_max] if getattr(args, "boards_max", None) else active
+        cmd = args.bench_command
+        if cmd == "hetero":
+            cap_board(boards, args.hetero_board)
+        elif cmd == "capacity":
+            cap_board(boards, args.hetero_board, "the capacity experiment")
+        elif cmd == "run":
+            require_active(boards, args.hetero_board, "--hetero-board")
+        elif cmd == "local":
+            require_active(boards, args.board, "--board")
+            if not boards:
+                raise ValueError("no board is active: nothing to measure (npudure status shows why)")
+
+    return check
 
 
 def _dispatch(session: Any, args: argparse.Namespace, operating_concurrency: Any) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -49,6 +50,15 @@ class SessionNotOpen(RuntimeError):
     """A session used outside its ``with`` block (or before ``open()``)."""
 
 
+class BoardsRefused(BenchError):
+    """The boards the command names are not the cluster's active ones (``board_check``): found before any
+    result folder is made or run started, so a typo costs nothing."""
+
+
+# What a command asks of the active boards (e.g. ``--hetero-board`` is one of them); raises ValueError.
+BoardCheck = Callable[[list[str]], None]
+
+
 @dataclass
 class _Open:
     """What exists only while the session is open."""
@@ -73,8 +83,10 @@ class BenchSession:
         command: list[str] | None = None,
         results_base: Path | None = None,
         expect_reboot: tuple[str, ...] = (),
+        board_check: BoardCheck | None = None,
     ) -> None:
         self.target = target
+        self.board_check = board_check
         self.expect_reboot = tuple(expect_reboot)
         self.out = Path(out) if out else None
         self.settings = settings or BenchSettings()
@@ -138,8 +150,14 @@ class BenchSession:
         bridge: LoopBridge | None = None
         targets: TargetChoice | None = None
         try:
+            boards = active_boards(hold.status_at_start)
+            if self.board_check is not None:
+                try:
+                    self.board_check(boards)
+                except ValueError as exc:
+                    raise BoardsRefused(str(exc)) from None
             self.result = ResultDir.create(self.out, self.results_base)
-            self.boards = active_boards(hold.status_at_start)
+            self.boards = boards
             pids = SchedulerPids.find(self.target, self._scheduler_pids_arg)
             frames = self.frames = self.frames if self.frames is not None else make_frame_set()
             bridge = LoopBridge()

@@ -27,6 +27,7 @@ from npudure.bench.lease import LeaseRefused
 from npudure.bench.payloads import FrameSet, make_frame_set
 from npudure.bench.recompute import recompute
 from npudure.bench.results import ResultDirExists
+from npudure.bench.session import BoardsRefused
 from npudure.lab.local import LocalCluster
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
@@ -115,6 +116,37 @@ def test_existing_result_folder_is_refused_before_touching_the_cluster(
     with pytest.raises(ResultDirExists, match="already exists"):
         _session(cluster, out, frames).open()
     assert (out / "old.csv").read_text() == "15 runs\n"
+    assert _cluster_status(cluster).lease_holder == ""
+
+
+def test_a_board_the_cluster_lacks_is_refused_before_a_folder_or_a_run(
+    cluster: LocalCluster, frames: FrameSet, tmp_path: Path
+) -> None:
+    seen: list[list[str]] = []
+
+    def no_board9(boards: list[str]) -> None:
+        seen.append(boards)
+        raise ValueError("--hetero-board 'board9' is not an active board")
+
+    with pytest.raises(BoardsRefused, match="board9"):
+        _session(cluster, tmp_path / "typo", frames, board_check=no_board9).open()
+    assert seen == [["board1", "board2"]]  # checked against the cluster's active boards
+    assert not (tmp_path / "typo").exists()
+    assert _cluster_status(cluster).lease_holder == ""  # the lease it took is released
+
+
+def test_bench_run_with_a_mistyped_hetero_board_exits_2_before_its_sweep(
+    cluster: LocalCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from npudure.cli import main
+
+    out = tmp_path / "run"
+    argv = ["bench", "run", "--target", cluster.address, "--quick", "--hetero-board", "board9"]
+    rc = main([*argv, "--out", str(out), "--frames", "1", "--progress", "quiet"])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert "refused: --hetero-board 'board9' is not an active board; boards are: board1, board2" in err
+    assert not out.exists()
     assert _cluster_status(cluster).lease_holder == ""
 
 

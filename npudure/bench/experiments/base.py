@@ -29,6 +29,13 @@ class PlanContext:
     via: str = "scheduler"  # how the load reaches the boards (RunSpec.via)
 
 
+def require_active(boards: Sequence[str], board: str | None, option: str) -> None:
+    """Refuse a board named by ``option`` on the command line that is not one of the active ``boards``."""
+    if board is not None and board not in boards:
+        names = ", ".join(boards) or "none"
+        raise ValueError(f"{option} {board!r} is not an active board; boards are: {names}")
+
+
 @dataclass
 class Plan:
     description: str  # shown when the experiment starts

@@ -17,7 +17,7 @@ import numpy as np
 
 from npudure.bench import fmt, stats
 from npudure.bench.defaults import QUICK_LADDER_MHZ
-from npudure.bench.experiments.base import Experiment, Plan, PlanContext, Rows
+from npudure.bench.experiments.base import Experiment, Plan, PlanContext, Rows, require_active
 from npudure.bench.fmt import NA, conditions_line, f, section, table, valid_runs
 from npudure.bench.groups import aggregate_group, board_cols, group_by, group_cols
 from npudure.bench.plotting import legend, save
@@ -31,10 +31,8 @@ def cap_board(boards: Sequence[str], board: str | None, what: str = "the heterog
     """The board to cap: ``board`` if given and active, else the first active board."""
     if len(boards) < 2:
         raise ValueError(f"{what} needs at least 2 boards (a spread is between boards)")
-    victim = board or boards[0]
-    if victim not in boards:
-        raise ValueError(f"--hetero-board {victim!r} is not an active board; boards are: {', '.join(boards)}")
-    return victim
+    require_active(boards, board, "--hetero-board")
+    return board or boards[0]
 
 
 class Hetero(Experiment):

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from npudure.bench import agent_cpu, fmt, stats
-from npudure.bench.experiments.base import Experiment, Plan, PlanContext, Rows
+from npudure.bench.experiments.base import Experiment, Plan, PlanContext, Rows, require_active
 from npudure.bench.fmt import conditions_line, f, section, table, valid_runs
 from npudure.bench.groups import aggregate_group, group_by, group_cols
 from npudure.bench.runs import RunData
@@ -44,8 +44,7 @@ class Local(Experiment):
         board: str | None = None,
         repetitions: int = 1,
     ) -> Plan:
-        if board is not None and board not in ctx.boards:
-            raise ValueError(f"--board {board!r} is not an active board; boards are: {', '.join(ctx.boards)}")
+        require_active(ctx.boards, board, "--board")
         boards = [board] if board else list(ctx.boards)
         if not boards:
             raise ValueError("no board to measure")
