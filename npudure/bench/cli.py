@@ -426,7 +426,7 @@ def board_check(args: argparse.Namespace) -> Callable[[list[str]], None]:
     from npudure.bench.experiments.hetero import cap_board
 
     def check(active: list[str]) -> None:
-        boards = active[: args.boards_max] if getattr(args, "boards_max", None) else active
+        boards = _boards_in_use(args, active)
         cmd = args.bench_command
         if cmd == "hetero":
             cap_board(boards, args.hetero_board)
@@ -442,10 +442,14 @@ def board_check(args: argparse.Namespace) -> Callable[[list[str]], None]:
     return check
 
 
-def _dispatch(session: Any, args: argparse.Namespace, operating_concurrency: Any) -> None:
+def _boards_in_use(args: argparse.Namespace, active: list[str]) -> list[str]:
+    """The active boards this command may load: the first --boards-max of them (`bench run` only)."""
     boards_max = getattr(args, "boards_max", None)
-    if boards_max:
-        session.boards = session.boards[:boards_max]
+    return active[:boards_max] if boards_max else active
+
+
+def _dispatch(session: Any, args: argparse.Namespace, operating_concurrency: Any) -> None:
+    session.boards = _boards_in_use(args, session.boards)
     policy = getattr(args, "policy", None)
     if policy:
         session.guard.set_policy(policy)
