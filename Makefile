@@ -4,7 +4,7 @@ export PATH := $(CURDIR)/$(VENV):$(PATH)
 BOARDS ?= 3
 LINT_PATHS := npudure ansible_plugins tests scripts $(wildcard benchmarks)
 
-.PHONY: bootstrap demo test lint typecheck proto local lab-up lab-down bench-forwarding
+.PHONY: bootstrap demo test lint typecheck proto lock local lab-up lab-down bench-forwarding
 
 bootstrap:
 	@scripts/bootstrap.sh
@@ -26,6 +26,10 @@ lint: bootstrap
 ## mypy over npudure/ (configuration: [tool.mypy] in pyproject.toml; strict on the board side and the scheduler).
 typecheck: bootstrap
 	$(VENV)/mypy
+
+## Regenerate requirements/controller.lock (pinned, hashed) from pyproject.toml; then `make test` and commit.
+lock: bootstrap
+	@scripts/lock.sh
 
 proto: bootstrap
 	$(VENV)/python -m npudure.proto.generate

@@ -17,6 +17,7 @@ import os
 import pwd
 import stat
 import tempfile
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -25,12 +26,13 @@ from typing import Literal
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, ed25519, rsa
+from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
 from cryptography.hazmat.primitives.asymmetric.types import (
     CertificateIssuerPrivateKeyTypes,
     CertificatePublicKeyTypes,
     PublicKeyTypes,
 )
+from cryptography.utils import CryptographyDeprecationWarning
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 CA_KEY, CA_CERT = "ca.key", "ca.crt"
@@ -45,12 +47,12 @@ Usage = Literal["server-and-client", "client-only"]
 # Which CA of a bundle must have signed a checked certificate (check_certificate).
 Issuer = Literal["any", "first"]
 EcKey = ec.EllipticCurvePrivateKey
-# What can sign a certificate or a CSR (what load_private_key accepts; npudure makes EcKey ones).
+# What can sign a certificate or a CSR (what load_private_key accepts; npudure makes EcKey ones). DSA
+# is left out: cryptography deprecates it (naming its type warns on import) and no fleet key is DSA.
 SigningKey = CertificateIssuerPrivateKeyTypes
 _SIGNING_KEYS = (
     ec.EllipticCurvePrivateKey,
     rsa.RSAPrivateKey,
-    dsa.DSAPrivateKey,
     ed25519.Ed25519PrivateKey,
     ed448.Ed448PrivateKey,
 )
@@ -171,7 +173,10 @@ def load_private_key(path: str | os.PathLike[str], what: str = "private key") ->
     path = Path(path)
     data = _read(path, what)
     try:
-        key = serialization.load_pem_private_key(data, password=None)
+        # A DSA key warns as it loads (cryptography deprecates DSA); it is refused below in one line.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CryptographyDeprecationWarning)
+            key = serialization.load_pem_private_key(data, password=None)
     except TypeError:
         raise PkiError(
             f"{what} {path} is encrypted with a passphrase; npudure keys are unencrypted"
@@ -180,9 +185,13 @@ def load_private_key(path: str | os.PathLike[str], what: str = "private key") ->
         raise PkiError(
             f"{what} {path} is not a PEM private key (expected '-----BEGIN ... PRIVATE KEY-----')"
         ) from None
-    # Key-agreement keys (DH, X25519, X448, ML-KEM) load but cannot sign: refuse them here, not in sign().
+    # Key-agreement keys (DH, X25519, X448, ML-KEM) load but cannot sign, and DSA is deprecated: refuse
+    # them here, not in sign().
     if not isinstance(key, _SIGNING_KEYS):
-        raise PkiError(f"{what} {path} is a {type(key).__name__}, which cannot sign; use an EC (P-256) key")
+        raise PkiError(
+            f"{what} {path} is a {type(key).__name__}, which npudure does not sign with; "
+            "use an EC (P-256) key"
+        )
     return key
 
 

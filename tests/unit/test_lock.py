@@ -1,0 +1,65 @@
+"""requirements/controller.lock matches pyproject.toml (issue #49): the controller's and CI's environment
+is installed from the lock alone, with --require-hashes, so a dependency added to pyproject.toml and not
+locked, or a lock left behind a changed range, must fail here and not on a fresh machine."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+ROOT = Path(__file__).resolve().parents[2]
+LOCKED_EXTRAS = ("dev", "onnx", "controller")  # what scripts/bootstrap.sh installs
+PIN = re.compile(r"^([A-Za-z0-9_.\-\[\]]+)==([^\s;\\]+)")
+
+
+def _lock() -> dict[str, list[tuple[Version, int]]]:
+    """name -> [(version, hashes)] (a universal lock may pin a name twice, per Python version)."""
+    pins: dict[str, list[tuple[Version, int]]] = {}
+    current: list[tuple[Version, int]] | None = None
+    for line in (ROOT / "requirements" / "controller.lock").read_text().splitlines():
+        if match := PIN.match(line):
+            current = pins.setdefault(canonicalize_name(match[1].split("[")[0]), [])
+            current.append((Version(match[2]), 0))
+        elif "--hash=sha256:" in line and current:
+            version, hashes = current[-1]
+            current[-1] = (version, hashes + 1)
+    return pins
+
+
+def _declared() -> list[Requirement]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    return [Requirement(r) for r in project["dependencies"]] + [
+        Requirement(r) for extra in LOCKED_EXTRAS for r in extras[extra]
+    ]
+
+
+def test_every_declared_dependency_is_locked_within_its_range() -> None:
+    pins = _lock()
+    for req in _declared():
+        versions = pins.get(canonicalize_name(req.name))
+        assert versions, f"{req.name} is in pyproject.toml but not in the lock: run `make lock`"
+        for version, _ in versions:
+            assert req.specifier.contains(version, prereleases=True), (
+                f"the lock pins {req.name}=={version}, outside pyproject.toml's {req}: run `make lock`"
+            )
+
+
+def test_every_locked_package_has_hashes() -> None:
+    pins = _lock()
+    assert len(pins) > 50  # the lock was read, not an empty or renamed file
+    for name, versions in pins.items():
+        for version, hashes in versions:
+            assert hashes >= 1, f"{name}=={version} has no --hash in the lock"
+
+
+def test_the_build_backend_is_locked_for_the_no_isolation_install() -> None:
+    pins = _lock()
+    assert "setuptools" in pins and "wheel" in pins
+    floor = Requirement(tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"][0])
+    assert all(floor.specifier.contains(v) for v, _ in pins["setuptools"])
