@@ -39,8 +39,10 @@ from npudure.scheduler.boards import Board
 from npudure.scheduler.dispatch import Dispatcher, DispatchError
 from npudure.scheduler.http_form import boundary_of, parse_form
 from npudure.scheduler.http_image import Header, ImageError, sniff
+from npudure.scheduler.http_text import bounded, shown
 from npudure.scheduler.metrics import SchedulerMetrics
 from npudure.security.access import ListenError, SecurityError
+from npudure.service.handlers import LOG_EVERY_S, RateLimitedLog
 
 
 class Scheduler(Protocol):
@@ -57,6 +59,9 @@ access_log = logging.getLogger(f"{__name__}.access")
 
 METHOD = "http_detection"  # the method label of npudure_scheduler_requests_total
 RETRY_AFTER_S = "1"
+# The form's small fields and their size cap (a DeepStack key or threshold is a few dozen bytes).
+SMALL_FIELDS = ("api_key", "min_confidence")
+MAX_FIELD_BYTES = 1024
 # HTTP statuses as gRPC codes for the shared requests counter.
 _CODE_OF_STATUS = {
     200: "OK",
@@ -144,6 +149,8 @@ class HttpApi:
         self.site: web.TCPSite | None = None
         self.config = config
         self.api_key = read_api_key(config.api_key_file)
+        self._key = None if self.api_key is None else self.api_key.encode()
+        self._crash_log = RateLimitedLog(log, LOG_EVERY_S)  # a bug a client can trigger in a loop
         self.active = 0
         self.runner: web.AppRunner | None = None
         self.url = ""
@@ -219,8 +226,14 @@ class HttpApi:
             if exc.status < 400:
                 raise
             return self._error(request, exc.status, exc.reason)
-        except Exception:  # a bug here: logged with its traceback, the client gets one line
-            log.exception("HTTP API: %s %s failed", request.method, request.path)
+        except Exception:  # a bug here: logged with its traceback (rate-limited), the client gets one line
+            self._crash_log.log(
+                logging.ERROR,
+                "HTTP API: %s %s failed",
+                request.method,
+                shown(request.path, quote=False),
+                exc_info=True,
+            )
             return self._error(
                 request, 500, "internal error in the scheduler's HTTP API (see its log)", "INTERNAL"
             )
@@ -236,7 +249,7 @@ class HttpApi:
                 code or _CODE_OF_STATUS.get(status, "UNKNOWN"), self._counters["UNKNOWN"]
             ).inc()
         headers = {"Retry-After": RETRY_AFTER_S} if status == 503 else None
-        return web.json_response(deepstack.error(message, status), status=status, headers=headers)
+        return web.json_response(deepstack.error(bounded(message), status), status=status, headers=headers)
 
     async def ping(self, request: web.Request) -> web.Response:
         up = sum(b.eligible for b in self.scheduler.boards)
@@ -245,7 +258,7 @@ class HttpApi:
     async def custom(self, request: web.Request) -> web.Response:
         raise HttpApiError(
             404,
-            f"no custom model {request.match_info['model']!r}: this cluster serves one model (COCO-80 "
+            f"no custom model {shown(request.match_info['model'])}: this cluster serves one model (COCO-80 "
             "YOLOv8n); post to /v1/vision/detection (in Blue Iris: turn custom models off)",
         )
 
@@ -271,7 +284,7 @@ class HttpApi:
             raise HttpApiError(
                 400,
                 "post a multipart/form-data body with the image as the field 'image' "
-                f"(got Content-Type {request.content_type or 'none'!r})",
+                f"(got Content-Type {shown(request.content_type or 'none')})",
             )
         try:
             form = await asyncio.wait_for(self._read_form(request), self.config.read_timeout_s)
@@ -283,11 +296,17 @@ class HttpApi:
             ) from None
         except (ValueError, AssertionError, UnicodeDecodeError) as exc:  # a malformed multipart body
             raise HttpApiError(400, f"the multipart body could not be read: {exc}") from None
-        self._check_key(_text(form.get("api_key")))
-        min_confidence = _min_confidence(_text(form.get("min_confidence")))
+        for name in SMALL_FIELDS:
+            if len(form.get(name, b"")) > MAX_FIELD_BYTES:
+                raise HttpApiError(413, f"the form field {name!r} is longer than {MAX_FIELD_BYTES} bytes")
+        self._check_key(form.get("api_key"))
+        min_confidence = _min_confidence(form.get("min_confidence"))
         data = form.get("image")
         if data is None:
-            fields = ", ".join(sorted(k for k in form if k != "api_key")) or "none"
+            names = sorted(k for k in form if k != "api_key")
+            fields = ", ".join(shown(k, 20, quote=False) for k in names[:3]) or "none"
+            if len(names) > 3:
+                fields += f" and {len(names) - 3} more"
             raise HttpApiError(
                 400, f"no image: post the image file as the form field 'image' (fields sent: {fields})"
             )
@@ -316,12 +335,14 @@ class HttpApi:
         body = await request.read()
         return parse_form(body, boundary_of(request.headers.get(hdrs.CONTENT_TYPE, "")))
 
-    def _check_key(self, sent: object) -> None:
-        if self.api_key is None:
+    def _check_key(self, sent: bytes | None) -> None:
+        # Compared as bytes: a key that is not UTF-8 is a wrong key, not an error.
+        if self._key is None:
             return
-        if not isinstance(sent, str) or not sent:
+        sent = (sent or b"").strip()
+        if not sent:
             raise HttpApiError(401, "this server needs an API key: send it as the form field 'api_key'")
-        if not hmac.compare_digest(sent.encode(), self.api_key.encode()):
+        if not hmac.compare_digest(sent, self._key):
             raise HttpApiError(403, "wrong API key")
 
     def _answer(
@@ -367,19 +388,17 @@ def _board_refused(exc: grpc.aio.AioRpcError, header: Header) -> HttpApiError:
     return HttpApiError(_STATUS_OF_CODE.get(code, 500), f"the board refused the image: {details}", code.name)
 
 
-def _text(value: bytes | None) -> str | None:
-    return None if value is None else value.decode("utf-8").strip()
-
-
-def _min_confidence(value: object) -> float:
-    if value is None or value == "":
+def _min_confidence(value: bytes | str | None) -> float:
+    text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+    text = None if text is None else text.strip()
+    if not text:
         return deepstack.DEFAULT_MIN_CONFIDENCE
     try:
-        number = float(value) if isinstance(value, str) else float("nan")
+        number = float(text)
     except ValueError:
         number = float("nan")
     if not 0.0 <= number <= 1.0:
-        raise HttpApiError(400, f"min_confidence must be a number from 0 to 1 (got {value!r})")
+        raise HttpApiError(400, f"min_confidence must be a number from 0 to 1 (got {shown(text)})")
     return number
 
 

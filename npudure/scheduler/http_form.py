@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import re
 
+from npudure.scheduler.http_text import shown
+
 MAX_PARTS = 64  # DeepStack's form has 3 fields; anything far beyond is not a detection request
 
 _NAME = re.compile(rb'(?im)^content-disposition:[^\r\n]*?;[ \t]*name[ \t]*=[ \t]*(?:"([^"\r\n]*)"|([^;\s]+))')
@@ -30,7 +32,10 @@ def boundary_of(content_type: str) -> bytes:
     match = _BOUNDARY.search(content_type)
     if not match:
         raise FormError("the Content-Type header names no multipart boundary")
-    return (match.group(1) or match.group(2)).encode("latin-1")
+    boundary = match.group(1) or match.group(2)
+    if not boundary.isascii():
+        raise FormError("the multipart boundary is not ASCII")
+    return boundary.encode("ascii")
 
 
 def parse_form(body: bytes, boundary: bytes) -> dict[str, bytes]:
@@ -56,11 +61,14 @@ def parse_form(body: bytes, boundary: bytes) -> dict[str, bytes]:
         encoding = _ENCODING.search(headers)
         if encoding and encoding.group(1).lower() not in _PLAIN:
             raise FormError(
-                f"a part has Content-Transfer-Encoding {encoding.group(1).decode('latin-1')}: send the "
+                f"a part has Content-Transfer-Encoding {shown(encoding.group(1), quote=False)}: send the "
                 "image bytes as they are"
             )
         name = _NAME.search(headers)
         if name:
-            form.setdefault((name.group(1) or name.group(2)).decode("utf-8"), body[head_end + 4 : end])
+            # A name that is not UTF-8 is kept with its bytes replaced: it names no field of ours.
+            form.setdefault(
+                (name.group(1) or name.group(2)).decode("utf-8", "replace"), body[head_end + 4 : end]
+            )
         at = end + 2 + len(delimiter)
     raise FormError(f"the body has more than {MAX_PARTS} parts")
