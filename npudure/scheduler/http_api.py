@@ -11,9 +11,11 @@ INVALID_ARGUMENT and goes out as HTTP 400.
 
 Why aiohttp: it is asyncio-native, so it runs on the scheduler's own event loop beside grpc.aio
 (the dispatcher's reserve/release stays single-threaded and lock-free); it is long and actively
-maintained; and it gives what this front needs without more layers — a bounded body size, TLS
+maintained; and it gives what this front needs without more layers — a streamed request body, TLS
 through ``ssl``, a pluggable access logger — where Starlette would add uvicorn, its own server loop
-and an ASGI layer. (Its multipart reader is not used: npudure/scheduler/http_form.py says why.)
+and an ASGI layer. (Its multipart reader is not used: npudure/scheduler/http_form.py says why. The
+body is read part by part, the API key checked before the image is held:
+npudure/scheduler/http_upload.py.)
 """
 
 from __future__ import annotations
@@ -37,9 +39,10 @@ from npudure.proto import inference_pb2 as pb
 from npudure.scheduler import deepstack
 from npudure.scheduler.boards import Board
 from npudure.scheduler.dispatch import Dispatcher, DispatchError
-from npudure.scheduler.http_form import boundary_of, parse_form
+from npudure.scheduler.http_form import FieldTooLarge, boundary_of
 from npudure.scheduler.http_image import Header, ImageError, sniff
 from npudure.scheduler.http_text import bounded, shown
+from npudure.scheduler.http_upload import BudgetExhausted, UnverifiedBytes, read_form
 from npudure.scheduler.metrics import SchedulerMetrics
 from npudure.security.access import ListenError, SecurityError
 from npudure.service.handlers import LOG_EVERY_S, RateLimitedLog
@@ -59,9 +62,9 @@ access_log = logging.getLogger(f"{__name__}.access")
 
 METHOD = "http_detection"  # the method label of npudure_scheduler_requests_total
 RETRY_AFTER_S = "1"
-# The form's small fields and their size cap (a DeepStack key or threshold is a few dozen bytes).
-SMALL_FIELDS = ("api_key", "min_confidence")
-MAX_FIELD_BYTES = 1024
+# What all requests may hold before their API key is checked (an image sent before the key), in
+# max_body_bytes: one client posting image-first is served while keyless posts cannot hold more.
+UNVERIFIED_BODIES = 2
 # HTTP statuses as gRPC codes for the shared requests counter.
 _CODE_OF_STATUS = {
     200: "OK",
@@ -151,6 +154,7 @@ class HttpApi:
         self.api_key = read_api_key(config.api_key_file)
         self._key = None if self.api_key is None else self.api_key.encode()
         self._crash_log = RateLimitedLog(log, LOG_EVERY_S)  # a bug a client can trigger in a loop
+        self._unverified = UnverifiedBytes(UNVERIFIED_BODIES * config.max_body_bytes)
         self.active = 0
         self.runner: web.AppRunner | None = None
         self.url = ""
@@ -286,24 +290,33 @@ class HttpApi:
                 "post a multipart/form-data body with the image as the field 'image' "
                 f"(got Content-Type {shown(request.content_type or 'none')})",
             )
+        check_key = self._check_key if self._key is not None else None
         try:
-            form = await asyncio.wait_for(self._read_form(request), self.config.read_timeout_s)
+            boundary = boundary_of(request.headers.get(hdrs.CONTENT_TYPE, ""))
+            form = await asyncio.wait_for(
+                read_form(request.content, boundary, self.config.max_body_bytes, check_key, self._unverified),
+                self.config.read_timeout_s,
+            )
         except TimeoutError:
             raise HttpApiError(
                 408,
                 f"the request body did not arrive within {self.config.read_timeout_s:g}s "
                 "(http_api.read_timeout_s)",
             ) from None
-        except (ValueError, AssertionError, UnicodeDecodeError) as exc:  # a malformed multipart body
+        except FieldTooLarge as exc:
+            raise HttpApiError(413, str(exc)) from None
+        except BudgetExhausted:
+            raise HttpApiError(
+                503,
+                "too many uploads are being read before their API key is checked: retry shortly, or send "
+                "the api_key field before the image",
+            ) from None
+        except (ValueError, AssertionError) as exc:  # a malformed multipart body
             raise HttpApiError(400, f"the multipart body could not be read: {exc}") from None
-        for name in SMALL_FIELDS:
-            if len(form.get(name, b"")) > MAX_FIELD_BYTES:
-                raise HttpApiError(413, f"the form field {name!r} is longer than {MAX_FIELD_BYTES} bytes")
-        self._check_key(form.get("api_key"))
-        min_confidence = _min_confidence(form.get("min_confidence"))
-        data = form.get("image")
+        min_confidence = _min_confidence(form.fields.get("min_confidence"))
+        data = form.fields.get("image")
         if data is None:
-            names = sorted(k for k in form if k != "api_key")
+            names = sorted(set(form.names) - {"api_key"})
             fields = ", ".join(shown(k, 20, quote=False) for k in names[:3]) or "none"
             if len(names) > 3:
                 fields += f" and {len(names) - 3} more"
@@ -327,13 +340,6 @@ class HttpApi:
         except grpc.aio.AioRpcError as exc:
             raise _board_refused(exc, header) from None
         return web.json_response(self._answer(reply, header, min_confidence, received))
-
-    async def _read_form(self, request: web.Request) -> dict[str, bytes]:
-        """Every named part of the multipart body. The body is read whole, bounded by max_body_bytes
-        (client_max_size: chunked bodies too); the image is taken whether or not its part names a
-        filename (clients differ)."""
-        body = await request.read()
-        return parse_form(body, boundary_of(request.headers.get(hdrs.CONTENT_TYPE, "")))
 
     def _check_key(self, sent: bytes | None) -> None:
         # Compared as bytes: a key that is not UTF-8 is a wrong key, not an error.
