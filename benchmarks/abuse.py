@@ -160,6 +160,22 @@ def metrics_http(c: LocalCluster) -> tuple[str, str]:
     )
 
 
+def metrics_stalled_heads(c: LocalCluster) -> tuple[str, str]:
+    stalled = []
+    for _ in range(8):
+        sock = socket.create_connection(("127.0.0.1", METRICS_PORT), timeout=5)
+        sock.sendall(b"GET /metrics HTTP/1.1\r\n")
+        stalled.append(sock)
+    scraped = 0
+    for _ in range(30):
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", METRICS_PORT), 5) as sock:
+            sock.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+            scraped += b"process_open_fds" in b"".join(iter(lambda s=sock: s.recv(65536), b""))
+    for sock in stalled:
+        sock.close()
+    return "8 sockets that send a request line and stop, 30 scrapes", f"{scraped}/30 scrapes served"
+
+
 CLASSES = [
     deadline_storm,
     cancel_storm,
@@ -172,6 +188,7 @@ CLASSES = [
     idle_sockets,
     malformed,
     metrics_http,
+    metrics_stalled_heads,
 ]
 
 

@@ -11,9 +11,11 @@ INVALID_ARGUMENT and goes out as HTTP 400.
 
 Why aiohttp: it is asyncio-native, so it runs on the scheduler's own event loop beside grpc.aio
 (the dispatcher's reserve/release stays single-threaded and lock-free); it is long and actively
-maintained; and it gives what this front needs without more layers — a bounded body size, TLS
+maintained; and it gives what this front needs without more layers — a streamed request body, TLS
 through ``ssl``, a pluggable access logger — where Starlette would add uvicorn, its own server loop
-and an ASGI layer. (Its multipart reader is not used: npudure/scheduler/http_form.py says why.)
+and an ASGI layer. (Its multipart reader is not used: npudure/scheduler/http_form.py says why. The
+body is read part by part, the API key checked before the image is held:
+npudure/scheduler/http_upload.py.)
 """
 
 from __future__ import annotations
@@ -37,10 +39,13 @@ from npudure.proto import inference_pb2 as pb
 from npudure.scheduler import deepstack
 from npudure.scheduler.boards import Board
 from npudure.scheduler.dispatch import Dispatcher, DispatchError
-from npudure.scheduler.http_form import boundary_of, parse_form
+from npudure.scheduler.http_form import FieldTooLarge, boundary_of
 from npudure.scheduler.http_image import Header, ImageError, sniff
+from npudure.scheduler.http_text import bounded, shown
+from npudure.scheduler.http_upload import BudgetExhausted, UnverifiedBytes, read_form
 from npudure.scheduler.metrics import SchedulerMetrics
 from npudure.security.access import ListenError, SecurityError
+from npudure.service.handlers import LOG_EVERY_S, RateLimitedLog
 
 
 class Scheduler(Protocol):
@@ -57,6 +62,9 @@ access_log = logging.getLogger(f"{__name__}.access")
 
 METHOD = "http_detection"  # the method label of npudure_scheduler_requests_total
 RETRY_AFTER_S = "1"
+# What all requests may hold before their API key is checked (an image sent before the key), in
+# max_body_bytes: one client posting image-first is served while keyless posts cannot hold more.
+UNVERIFIED_BODIES = 2
 # HTTP statuses as gRPC codes for the shared requests counter.
 _CODE_OF_STATUS = {
     200: "OK",
@@ -144,6 +152,9 @@ class HttpApi:
         self.site: web.TCPSite | None = None
         self.config = config
         self.api_key = read_api_key(config.api_key_file)
+        self._key = None if self.api_key is None else self.api_key.encode()
+        self._crash_log = RateLimitedLog(log, LOG_EVERY_S)  # a bug a client can trigger in a loop
+        self._unverified = UnverifiedBytes(UNVERIFIED_BODIES * config.max_body_bytes)
         self.active = 0
         self.runner: web.AppRunner | None = None
         self.url = ""
@@ -219,8 +230,14 @@ class HttpApi:
             if exc.status < 400:
                 raise
             return self._error(request, exc.status, exc.reason)
-        except Exception:  # a bug here: logged with its traceback, the client gets one line
-            log.exception("HTTP API: %s %s failed", request.method, request.path)
+        except Exception:  # a bug here: logged with its traceback (rate-limited), the client gets one line
+            self._crash_log.log(
+                logging.ERROR,
+                "HTTP API: %s %s failed",
+                request.method,
+                shown(request.path, quote=False),
+                exc_info=True,
+            )
             return self._error(
                 request, 500, "internal error in the scheduler's HTTP API (see its log)", "INTERNAL"
             )
@@ -236,7 +253,7 @@ class HttpApi:
                 code or _CODE_OF_STATUS.get(status, "UNKNOWN"), self._counters["UNKNOWN"]
             ).inc()
         headers = {"Retry-After": RETRY_AFTER_S} if status == 503 else None
-        return web.json_response(deepstack.error(message, status), status=status, headers=headers)
+        return web.json_response(deepstack.error(bounded(message), status), status=status, headers=headers)
 
     async def ping(self, request: web.Request) -> web.Response:
         up = sum(b.eligible for b in self.scheduler.boards)
@@ -245,7 +262,7 @@ class HttpApi:
     async def custom(self, request: web.Request) -> web.Response:
         raise HttpApiError(
             404,
-            f"no custom model {request.match_info['model']!r}: this cluster serves one model (COCO-80 "
+            f"no custom model {shown(request.match_info['model'])}: this cluster serves one model (COCO-80 "
             "YOLOv8n); post to /v1/vision/detection (in Blue Iris: turn custom models off)",
         )
 
@@ -271,23 +288,38 @@ class HttpApi:
             raise HttpApiError(
                 400,
                 "post a multipart/form-data body with the image as the field 'image' "
-                f"(got Content-Type {request.content_type or 'none'!r})",
+                f"(got Content-Type {shown(request.content_type or 'none')})",
             )
+        check_key = self._check_key if self._key is not None else None
         try:
-            form = await asyncio.wait_for(self._read_form(request), self.config.read_timeout_s)
+            boundary = boundary_of(request.headers.get(hdrs.CONTENT_TYPE, ""))
+            form = await asyncio.wait_for(
+                read_form(request.content, boundary, self.config.max_body_bytes, check_key, self._unverified),
+                self.config.read_timeout_s,
+            )
         except TimeoutError:
             raise HttpApiError(
                 408,
                 f"the request body did not arrive within {self.config.read_timeout_s:g}s "
                 "(http_api.read_timeout_s)",
             ) from None
-        except (ValueError, AssertionError, UnicodeDecodeError) as exc:  # a malformed multipart body
+        except FieldTooLarge as exc:
+            raise HttpApiError(413, str(exc)) from None
+        except BudgetExhausted:
+            raise HttpApiError(
+                503,
+                "too many uploads are being read before their API key is checked: retry shortly, or send "
+                "the api_key field before the image",
+            ) from None
+        except (ValueError, AssertionError) as exc:  # a malformed multipart body
             raise HttpApiError(400, f"the multipart body could not be read: {exc}") from None
-        self._check_key(_text(form.get("api_key")))
-        min_confidence = _min_confidence(_text(form.get("min_confidence")))
-        data = form.get("image")
+        min_confidence = _min_confidence(form.fields.get("min_confidence"))
+        data = form.fields.get("image")
         if data is None:
-            fields = ", ".join(sorted(k for k in form if k != "api_key")) or "none"
+            names = sorted(set(form.names) - {"api_key"})
+            fields = ", ".join(shown(k, 20, quote=False) for k in names[:3]) or "none"
+            if len(names) > 3:
+                fields += f" and {len(names) - 3} more"
             raise HttpApiError(
                 400, f"no image: post the image file as the form field 'image' (fields sent: {fields})"
             )
@@ -309,19 +341,14 @@ class HttpApi:
             raise _board_refused(exc, header) from None
         return web.json_response(self._answer(reply, header, min_confidence, received))
 
-    async def _read_form(self, request: web.Request) -> dict[str, bytes]:
-        """Every named part of the multipart body. The body is read whole, bounded by max_body_bytes
-        (client_max_size: chunked bodies too); the image is taken whether or not its part names a
-        filename (clients differ)."""
-        body = await request.read()
-        return parse_form(body, boundary_of(request.headers.get(hdrs.CONTENT_TYPE, "")))
-
-    def _check_key(self, sent: object) -> None:
-        if self.api_key is None:
+    def _check_key(self, sent: bytes | None) -> None:
+        # Compared as bytes: a key that is not UTF-8 is a wrong key, not an error.
+        if self._key is None:
             return
-        if not isinstance(sent, str) or not sent:
+        sent = (sent or b"").strip()
+        if not sent:
             raise HttpApiError(401, "this server needs an API key: send it as the form field 'api_key'")
-        if not hmac.compare_digest(sent.encode(), self.api_key.encode()):
+        if not hmac.compare_digest(sent, self._key):
             raise HttpApiError(403, "wrong API key")
 
     def _answer(
@@ -367,19 +394,17 @@ def _board_refused(exc: grpc.aio.AioRpcError, header: Header) -> HttpApiError:
     return HttpApiError(_STATUS_OF_CODE.get(code, 500), f"the board refused the image: {details}", code.name)
 
 
-def _text(value: bytes | None) -> str | None:
-    return None if value is None else value.decode("utf-8").strip()
-
-
-def _min_confidence(value: object) -> float:
-    if value is None or value == "":
+def _min_confidence(value: bytes | str | None) -> float:
+    text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+    text = None if text is None else text.strip()
+    if not text:
         return deepstack.DEFAULT_MIN_CONFIDENCE
     try:
-        number = float(value) if isinstance(value, str) else float("nan")
+        number = float(text)
     except ValueError:
         number = float("nan")
     if not 0.0 <= number <= 1.0:
-        raise HttpApiError(400, f"min_confidence must be a number from 0 to 1 (got {value!r})")
+        raise HttpApiError(400, f"min_confidence must be a number from 0 to 1 (got {shown(text)})")
     return number
 
 

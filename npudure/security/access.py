@@ -27,6 +27,7 @@ import grpc
 
 from npudure.config import AdminConfig, TlsConfig
 from npudure.proto import contract
+from npudure.service.handlers import LOG_EVERY_S, RateLimitedLog
 
 log = logging.getLogger(__name__)
 
@@ -171,6 +172,9 @@ class AdminGuard:
         self.admin_tokens = tokens if tokens is not None else AdminTokens(admin.token_file)
         self.open = admin.insecure_open
         self.refused: Counter[str] = Counter()  # by RPC name, for npudure_admin_refused_total
+        # One limiter per admin RPC (a handful, named by the server): a caller in a loop cannot fill the
+        # journal, and the first refusal of each RPC is still logged.
+        self._refusals: dict[str, RateLimitedLog] = {}
         if self.open:
             log.warning("admin.insecure_open: admin RPCs are open to anyone who can reach this server")
         elif not self.tls and self.token is None:
@@ -209,7 +213,10 @@ class AdminGuard:
         if self.allows(context):
             return
         self.refused[rpc_name] += 1
-        log.warning("refused admin call %s from %s: no valid admin credentials", rpc_name, context.peer())
+        limited = self._refusals.get(rpc_name)
+        if limited is None:
+            limited = self._refusals[rpc_name] = RateLimitedLog(log, LOG_EVERY_S)
+        limited.warn("refused admin call %s from %s: no valid admin credentials", rpc_name, context.peer())
         how = "a client certificate whose CN is an admin identity" if self.tls else ""
         if self.token is not None:
             how = (how + " or " if how else "") + (

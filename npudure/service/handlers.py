@@ -140,7 +140,7 @@ def _each(on_request: OnRequest | None) -> Callable[[AsyncIterator[object], Cont
 
 
 class RateLimitedLog:
-    """A warning at most once per ``every_s``, saying how many were held back since the last one: a
+    """A line at most once per ``every_s``, saying how many were held back since the last one: a
     hostile client must not be able to fill the journal."""
 
     def __init__(self, logger: logging.Logger, every_s: float = LOG_EVERY_S) -> None:
@@ -150,10 +150,15 @@ class RateLimitedLog:
         self.suppressed = 0
 
     def warn(self, message: str, *args: object) -> None:
+        self.log(logging.WARNING, message, *args)
+
+    def log(self, level: int, message: str, *args: object, exc_info: bool = False) -> None:
+        """``message`` at ``level`` (with the current exception's traceback when ``exc_info``), or
+        counted as held back when the last line was written less than ``every_s`` ago."""
         now = time.monotonic()
         if now - self.last < self.every_s:
             self.suppressed += 1
             return
         more = f" ({self.suppressed} more since the last line)" if self.suppressed else ""
-        self.logger.warning(message + "%s", *args, more)
+        self.logger.log(level, message + "%s", *args, more, exc_info=exc_info)
         self.last, self.suppressed = now, 0

@@ -50,22 +50,36 @@ def metrics_address(listen: str, port: int, metrics_listen: str | None) -> tuple
 
 
 class _QuietHandler(WSGIRequestHandler):
+    server: BoundedMetricsServer
+
+    def parse_request(self) -> bool:
+        # The head is in: from here the connection is served, no longer one a newcomer may evict. One
+        # evicted while its head arrived gets no answer.
+        return super().parse_request() and self.server.head_read(self.client_address)
+
     def log_message(self, format: str, *args: object) -> None:
         pass  # one line per scrape is noise; errors are counted, not printed
 
 
 class BoundedMetricsServer(ThreadingMixIn, WSGIServer):
-    """The exporter's HTTP server with bounds: at most ``MAX_CLIENTS`` connections served at once (the
-    next ones are closed at accept), each given ``REQUEST_TIMEOUT_S`` per read and ``REQUEST_DEADLINE_S``
-    in all (a slow or silent client cannot hold a thread, an fd or the TLS handshake), and errors
-    counted instead of printed as tracebacks. prometheus_client's own server starts a thread per
-    connection with no timeout."""
+    """The exporter's HTTP server with bounds: at most ``MAX_CLIENTS`` connections served at once, each
+    given ``REQUEST_TIMEOUT_S`` per read and ``REQUEST_DEADLINE_S`` in all (a slow or silent client
+    cannot hold a thread, an fd or the TLS handshake), and errors counted instead of printed as
+    tracebacks. prometheus_client's own server starts a thread per connection with no timeout.
+
+    When every slot is taken, a new connection evicts the oldest one still in its TLS handshake or
+    request head (the next ones are closed at accept only when every slot is past its head). Why
+    eviction and not a shorter head deadline or more slots: those only raise what an attacker needs (8
+    sockets that sent a request line, reopened every 10 s, refused every scrape), while a scraper sends
+    its whole request at once, is past its head within a millisecond and so is never the one evicted;
+    a client that stalls before its head ends is the cheapest to drop."""
 
     daemon_threads = True
     allow_reuse_address = True
     MAX_CLIENTS = 8
     REQUEST_TIMEOUT_S = 5.0
     REQUEST_DEADLINE_S = 10.0
+    EVICTION_WAIT_S = 1.0  # for the evicted connection's thread to free its slot (it ends at once)
 
     def __init__(
         self, address: tuple[str, int], ssl_context: ssl.SSLContext | None = None, reuse_port: bool = False
@@ -75,7 +89,11 @@ class BoundedMetricsServer(ThreadingMixIn, WSGIServer):
         super().__init__(address, _QuietHandler)
         self.ssl_context = ssl_context
         self._slots = threading.BoundedSemaphore(self.MAX_CLIENTS)
+        # Connections whose head has not arrived yet, by address (unique while connected): accepted at.
+        self._heads: dict[tuple[str, int], tuple[float, _Request]] = {}
+        self._heads_lock = threading.Lock()
         self.refused = 0
+        self.evicted = 0
         self.errors = 0
         self._last_log = float("-inf")
 
@@ -86,20 +104,48 @@ class BoundedMetricsServer(ThreadingMixIn, WSGIServer):
         super().server_bind()
 
     def process_request(self, request: _Request, client_address: tuple[str, int]) -> None:
-        if not self._slots.acquire(blocking=False):
+        if not self._slots.acquire(blocking=False) and not (
+            self._evict_oldest_head() and self._slots.acquire(timeout=self.EVICTION_WAIT_S)
+        ):
             self.refused += 1
             self._log(
                 f"metrics endpoint: {self.MAX_CLIENTS} clients already served; closing {client_address[0]}"
             )
             self.shutdown_request(request)
             return
+        with self._heads_lock:
+            self._heads[client_address] = (time.monotonic(), request)
         try:
             super().process_request(request, client_address)
         except BaseException:
+            self._forget(client_address, request)
             self._slots.release()
             raise
 
+    def head_read(self, client_address: tuple[str, int]) -> bool:
+        """The connection's request head is in; False when it was evicted meanwhile (answer nothing)."""
+        with self._heads_lock:
+            return self._heads.pop(client_address, None) is not None
+
+    def _forget(self, client_address: tuple[str, int], request: _Request) -> None:
+        # Only this connection's entry: once its socket is closed, a new one may reuse the address.
+        with self._heads_lock:
+            if client_address in self._heads and self._heads[client_address][1] is request:
+                del self._heads[client_address]
+
+    def _evict_oldest_head(self) -> bool:
+        with self._heads_lock:
+            if not self._heads:
+                return False
+            address = min(self._heads, key=lambda a: self._heads[a][0])
+            _, request = self._heads.pop(address)
+        self.evicted += 1
+        if isinstance(request, socket.socket):
+            _cut(request)  # its thread reads EOF, ends and frees the slot
+        return True
+
     def process_request_thread(self, request: _Request, client_address: tuple[str, int]) -> None:
+        raw = request
         timer = threading.Timer(self.REQUEST_DEADLINE_S, _cut, (request,))
         timer.daemon = True
         timer.start()
@@ -117,6 +163,7 @@ class BoundedMetricsServer(ThreadingMixIn, WSGIServer):
             super().process_request_thread(request, client_address)
         finally:
             timer.cancel()
+            self._forget(client_address, raw)
             self._slots.release()
 
     def handle_error(self, request: _Request, client_address: tuple[str, int]) -> None:

@@ -73,3 +73,33 @@ def test_silent_clients_are_cut_and_the_excess_closed_at_accept(monkeypatch) -> 
             assert b"npudure_test_total" in b"".join(iter(lambda: sock.recv(65536), b""))
     finally:
         server.shutdown()
+
+
+def test_clients_stalled_in_their_request_head_cannot_starve_scrapes() -> None:
+    """As the probe did: every slot held by a socket that sent a request line and stopped; one more is
+    opened before each scrape, so there are always more stalled heads than slots."""
+    port = free_port()
+    server = metrics_http.serve(_registry(), f"127.0.0.1:{port}", port, None, None)
+    stalled: list[socket.socket] = []
+
+    def stall() -> None:
+        sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        sock.sendall(b"GET /metrics HTTP/1.1\r\n")
+        stalled.append(sock)
+
+    try:
+        for _ in range(server.MAX_CLIENTS):
+            stall()
+        scraped = 0
+        for _ in range(30):
+            stall()
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+                sock.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+                scraped += b"npudure_test_total" in b"".join(iter(lambda: sock.recv(65536), b""))
+        assert scraped == 30
+        assert server.evicted >= 30  # the stalled ones made room: the oldest first
+        assert sum(sock.recv(1) == b"" for sock in stalled[:30]) == 30  # evicted: closed, unanswered
+    finally:
+        for sock in stalled:
+            sock.close()
+        server.shutdown()
