@@ -24,7 +24,7 @@ from npudure.vision.frames import MAX_IMAGE_PIXELS, MAX_IMAGE_SIDE
 
 ROWS = 20  # Frigate reads at most 20 detections
 EMPTY_REPLY = np.zeros((ROWS, 6), np.float32).tobytes()  # 480 bytes: "nothing found"
-DTYPES = {"uint8": np.dtype(np.uint8), "float32": np.dtype(np.float32)}
+DTYPES: dict[str, np.dtype] = {"uint8": np.dtype(np.uint8), "float32": np.dtype(np.float32)}
 MAX_HEADER_BYTES = 4096
 
 
