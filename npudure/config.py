@@ -184,6 +184,21 @@ class HttpApiConfig(_Strict):
     _addr = field_validator("listen")(classmethod(lambda cls, v: v if v is None else _check_address(v)))
 
 
+class ZmqApiConfig(_Strict):
+    """Frigate's native remote detector (`type: zmq`; npudure/scheduler/zmq_api.py, docs/frigate-zmq.md)."""
+
+    # On the scheduler's listen host at this port (Frigate's docs use 5555), or at listen "host:port".
+    port: Port = 5555
+    listen: str | None = None
+    # Frigate's own request_timeout_ms: a frame not answered by then is given up by Frigate, so it is
+    # dropped here too, wherever it waits (set it to the detector's request_timeout_ms).
+    request_timeout_ms: int = Field(200, ge=1, le=600_000)
+    # Frames worked on at once; beyond it a frame is answered with zeros at once (Frigate: empty).
+    max_concurrency: int = Field(256, ge=1, le=100_000)
+
+    _addr = field_validator("listen")(classmethod(lambda cls, v: v if v is None else _check_address(v)))
+
+
 class BoardConfig(_Strict):
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     address: str
@@ -229,6 +244,8 @@ class SchedulerConfig(_Strict):
     state_file: str | None = None
     # The DeepStack-compatible HTTP API; null = off.
     http_api: HttpApiConfig | None = None
+    # Frigate's zmq detector endpoint; null = off.
+    zmq_api: ZmqApiConfig | None = None
     boards: list[BoardConfig] = Field(min_length=1)
     limits: ServerLimits = ServerLimits()
 

@@ -30,9 +30,12 @@ class DecodePool:
         self.capacity = threads + queue_limit
         self.in_flight = 0
 
-    async def decode(self, encoding: int, work: Callable[[], np.ndarray]) -> tuple[np.ndarray, float]:
-        """``work()`` (the model's input, decoded) and its time; FrameError for what the budget refuses."""
-        if encoding == pb.ENCODING_RAW_RGB:
+    async def decode(
+        self, encoding: int, work: Callable[[], np.ndarray], on_loop: bool | None = None
+    ) -> tuple[np.ndarray, float]:
+        """``work()`` (the model's input, decoded) and its time; FrameError for what the budget refuses.
+        ``on_loop``: run it here (a raw frame of the model's size, a view); default: raw frames do."""
+        if encoding == pb.ENCODING_RAW_RGB if on_loop is None else on_loop:
             start = time.perf_counter()
             return work(), time.perf_counter() - start
         if self.in_flight >= self.capacity:

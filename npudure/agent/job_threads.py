@@ -73,10 +73,16 @@ class JobThreads:
                 log.exception("%s: its thread initializer failed", name)
         while (job := self._queue.get()) is not None:
             fn, loop, future, on_return = job
-            try:
-                result, error = fn(), None
-            except BaseException as exc:  # the caller's to handle: it is raised where it awaits
-                result, error = None, exc
+            # A job whose caller has gone (its deadline passed, its client hung up: the future was
+            # cancelled while it queued) is not run: work nobody waits for would delay those who do.
+            # The read races the loop harmlessly: at worst a job cancelled this instant still runs.
+            if future is not None and future.cancelled():
+                result, error = None, None
+            else:
+                try:
+                    result, error = fn(), None
+                except BaseException as exc:  # the caller's to handle: it is raised where it awaits
+                    result, error = None, exc
             if loop is None or future is None:
                 if error is not None:
                     log.error("a call on %s failed", name, exc_info=error)

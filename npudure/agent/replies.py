@@ -17,21 +17,35 @@ class FrameJob:
     """Decodes one request for a model of input side ``size`` (on a worker, via :meth:`decode`) and
     remembers where the image sat in the input, so :meth:`detections` answers in source pixels."""
 
-    def __init__(self, encoding: int, frame: bytes | memoryview, size: int) -> None:
+    def __init__(
+        self, encoding: int, frame: bytes | memoryview, size: int, width: int = 0, height: int = 0
+    ) -> None:
         self.encoding, self.frame, self.size = encoding, frame, size
+        self.width, self.height = width, height  # a raw frame's sides when not the model's (0: its size)
         self.geometry: frames.Letterbox | None = None
         # CPU ns of the decode, split at the end of the pixel decode (cpu_account stages), on the
         # thread that ran it.
         self.cpu_ns: dict[str, int] = {}
 
+    @property
+    def on_loop(self) -> bool:
+        """A raw frame of the model's size is a view, no work: it is 'decoded' on the event loop."""
+        return (
+            self.encoding == pb.ENCODING_RAW_RGB
+            and self.width in (0, self.size)
+            and (self.height in (0, self.size))
+        )
+
     def check(self) -> None:
         """The cheap checks, at the agent's edge (before the frame waits for an NPU core)."""
-        frames.check_request_for(self.encoding, self.frame, self.size)
+        frames.check_request_for(self.encoding, self.frame, self.size, self.width, self.height)
 
     def decode(self) -> np.ndarray:
         marks: list[int] = []
         start = time.thread_time_ns()
-        image, self.geometry = frames.decode_for_model(self.encoding, self.frame, self.size, marks)
+        image, self.geometry = frames.decode_for_model(
+            self.encoding, self.frame, self.size, marks, self.width, self.height
+        )
         end = time.thread_time_ns()
         decoded = marks[0] if marks else end
         self.cpu_ns = {"decode": decoded - start, "letterbox": end - decoded}

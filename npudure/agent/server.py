@@ -120,13 +120,15 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
         """One frame, answered with the serialized InferResponse: its build, bookkeeping and
         serialization are the ``reply`` stage, timed here and nowhere else."""
         received = time.perf_counter()
-        job = replies.FrameJob(request.encoding, request.frame, self.backend.input_size)
+        job = replies.FrameJob(
+            request.encoding, request.frame, self.backend.input_size, request.width, request.height
+        )
         try:
             start = now_ns()
             job.check()
             self.cpu.add("check", "loop", now_ns() - start)
             # Decoded first, on the decoder's own threads: a costly JPEG never holds an NPU context.
-            image, decode_s = await self.decoder.decode(request.encoding, job.decode)
+            image, decode_s = await self.decoder.decode(request.encoding, job.decode, job.on_loop)
             self.metrics.queue_depth.set(self.pool.waiting + 1)
             outcome = await self.pool.run(lambda: image)
         except frames.FrameError as exc:
@@ -175,12 +177,13 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
             attempts=1,
             detections=job.detections(dets, self.backend.class_names),
         ).SerializeToString()
-        self._account(job, outcome, request.encoding, now_ns() - reply_start)
+        self._account(job, outcome, now_ns() - reply_start)
         return data
 
-    def _account(self, job: replies.FrameJob, outcome: Outcome, encoding: int, reply_ns: int) -> None:
-        """One OK frame's CPU by stage: raw frames are decoded (viewed) on the loop, others on a worker."""
-        decoded_on = "loop" if encoding == pb.ENCODING_RAW_RGB else "worker"
+    def _account(self, job: replies.FrameJob, outcome: Outcome, reply_ns: int) -> None:
+        """One OK frame's CPU by stage: raw frames of the model's size are viewed on the loop, the rest
+        decoded on a worker."""
+        decoded_on = "loop" if job.on_loop else "worker"
         for stage, ns in job.cpu_ns.items():
             self.cpu.add(stage, decoded_on, ns)
         self.cpu.add_worker(outcome.cpu_ns)

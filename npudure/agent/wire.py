@@ -1,9 +1,10 @@
 """An InferRequest read straight from the bytes gRPC received, the frame as a view of them.
 
 ``pb.InferRequest.FromString(data).frame`` copies the 1.2 MB frame out of the message (and the NPU
-input copies it again). The message has three fields, so it is read here in Python: the id and the
-encoding are decoded, the frame is a ``memoryview`` of ``data`` (no copy; raw frames then reach the
-backend as a read-only numpy view, and the backend's own input copy is the only one). Anything this
+input copies it again). The message has five small fields, so it is read here in Python: the id, the
+encoding and a raw frame's width and height are decoded, the frame is a ``memoryview`` of ``data`` (no
+copy; raw frames then reach the backend as a read-only numpy view, and the backend's own input copy is
+the only one). Anything this
 reader does not expect (an unknown wire type, a group) goes to protobuf itself, which gives the
 same answer or the same error; a truncated or malformed message raises ``DecodeError`` as protobuf
 does.
@@ -18,15 +19,17 @@ from google.protobuf.message import DecodeError
 from npudure.proto import inference_pb2 as pb
 
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
-_ID, _ENCODING, _FRAME = 1, 2, 3
+_ID, _ENCODING, _FRAME, _WIDTH, _HEIGHT = 1, 2, 3, 4, 5
 # The wire type of each known field; a known field sent with another one is left to protobuf.
-_WIRE_TYPE = {_ID: _LEN, _ENCODING: _VARINT, _FRAME: _LEN}
+_WIRE_TYPE = {_ID: _LEN, _ENCODING: _VARINT, _FRAME: _LEN, _WIDTH: _VARINT, _HEIGHT: _VARINT}
 
 
 class Request(NamedTuple):
     request_id: str
     encoding: int
     frame: memoryview | bytes
+    width: int = 0
+    height: int = 0
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
@@ -50,13 +53,14 @@ def _int32(value: int) -> int:
 
 def _protobuf(data: bytes) -> Request:
     msg = pb.InferRequest.FromString(data)
-    return Request(msg.request_id, msg.encoding, msg.frame)
+    return Request(msg.request_id, msg.encoding, msg.frame, msg.width, msg.height)
 
 
 def parse(data: bytes) -> Request:
     """The request in ``data`` (proto3 rules: the last occurrence of a field wins)."""
     view = memoryview(data)
     request_id, encoding = "", 0
+    sides = {_WIDTH: 0, _HEIGHT: 0}
     frame: memoryview | bytes = view[0:0]
     pos, end = 0, len(data)
     while pos < end:
@@ -70,6 +74,8 @@ def parse(data: bytes) -> Request:
             value, pos = _varint(data, pos)
             if number == _ENCODING:
                 encoding = _int32(value)
+            elif number in sides:
+                sides[number] = value & 0xFFFFFFFF  # uint32: protobuf keeps the low 32 bits
         elif kind == _LEN:
             length, pos = _varint(data, pos)
             if pos + length > end:
@@ -90,4 +96,4 @@ def parse(data: bytes) -> Request:
             return _protobuf(data)
     # JPEG and PNG stay views too: the budget's marker walk, simplejpeg and Pillow's BytesIO all read
     # a memoryview, so the copy here (9–21 µs of event-loop CPU per 640/1080p JPEG here) is not needed.
-    return Request(request_id, encoding, frame)
+    return Request(request_id, encoding, frame, sides[_WIDTH], sides[_HEIGHT])

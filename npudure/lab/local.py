@@ -85,6 +85,9 @@ class LocalCluster:
     # Serve the DeepStack-compatible HTTP API too (on a free port unless scheduler_overrides' http_api
     # names one): see ``http_url``.
     http_api: bool = False
+    # Serve Frigate's zmq detector endpoint too (on a free port unless scheduler_overrides' zmq_api
+    # names one): see ``zmq_endpoint``.
+    zmq_api: bool = False
     # sim: SYNTHETIC detections per frame at most (npudure.backends.sim.synthetic_detections); 0 = none.
     synthetic_detections: int = 0
     # Admin token the servers require; None: a new one in the workdir. While the cluster runs, this
@@ -109,6 +112,14 @@ class LocalCluster:
         assert api, "the cluster was started without http_api"
         scheme = "https" if self.scheduler_overrides.get("tls") else "http"
         return f"{scheme}://{api['listen']}/v1/vision/detection"
+
+    @property
+    def zmq_endpoint(self) -> str:
+        """Frigate's ``endpoint:`` for this cluster (``zmq_api=True``): ``tcp://127.0.0.1:PORT``."""
+        assert self.scheduler is not None, "cluster not started"
+        api = yaml.safe_load(self.scheduler.config_path.read_text()).get("zmq_api")
+        assert api, "the cluster was started without zmq_api"
+        return f"tcp://{api['listen']}"
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> LocalCluster:
@@ -151,6 +162,11 @@ class LocalCluster:
                 sched["http_api"] = {
                     "listen": f"127.0.0.1:{free_port()}",
                     **(self.scheduler_overrides.get("http_api") or {}),
+                }
+            if self.zmq_api:
+                sched["zmq_api"] = {
+                    "listen": f"127.0.0.1:{free_port()}",
+                    **(self.scheduler_overrides.get("zmq_api") or {}),
                 }
             self.scheduler = self._write("scheduler", "scheduler", sched)
             self._spawn(self.scheduler, "scheduler")
@@ -319,6 +335,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--port 0; 0 = any free, -1 = off)",
     )
     parser.add_argument(
+        "--zmq-port",
+        type=int,
+        help="port of Frigate's zmq detector endpoint on 127.0.0.1 (default 5555, any free one with "
+        "--port 0; 0 = any free, -1 = off)",
+    )
+    parser.add_argument(
         "--synthetic-detections",
         type=int,
         default=0,
@@ -338,6 +360,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"npudure local: cannot use --workdir {args.workdir}: {exc.strerror}", file=sys.stderr)
             return 1
     http_port = args.http_port if args.http_port is not None else (50080 if args.port else 0)
+    zmq_port = args.zmq_port if args.zmq_port is not None else (5555 if args.port else 0)
     model = args.model
     if args.backend == "onnx" and not model:
         from npudure.model import ensure_model  # built once, then cached
@@ -359,8 +382,10 @@ def run(args: argparse.Namespace) -> int:
         scheduler_overrides={
             "listen": f"127.0.0.1:{args.port or free_port()}",
             **({"http_api": {"listen": f"127.0.0.1:{http_port or free_port()}"}} if http_port >= 0 else {}),
+            **({"zmq_api": {"listen": f"127.0.0.1:{zmq_port or free_port()}"}} if zmq_port >= 0 else {}),
         },
         http_api=http_port >= 0,
+        zmq_api=zmq_port >= 0,
         synthetic_detections=args.synthetic_detections,
     )
     stop = False
@@ -383,6 +408,8 @@ def run(args: argparse.Namespace) -> int:
     )
     if cluster.http_api:
         print(f"HTTP API (DeepStack / CodeProject.AI) {cluster.http_url}")
+    if cluster.zmq_api:
+        print(f"Frigate zmq detector (type: zmq, endpoint) {cluster.zmq_endpoint}")
     for proc in cluster.agents.values():
         print(f"  {proc.name} {proc.address} pid {proc.pid}")
     print(f"admin token {cluster.admin_token_file} (npudure status/bench find it there)")

@@ -41,14 +41,18 @@ BOARD_STATE_HOT: BoardState
 BOARD_STATE_INACTIVE: BoardState
 
 class InferRequest(_message.Message):
-    __slots__ = ("request_id", "encoding", "frame")
+    __slots__ = ("request_id", "encoding", "frame", "width", "height")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     ENCODING_FIELD_NUMBER: _ClassVar[int]
     FRAME_FIELD_NUMBER: _ClassVar[int]
+    WIDTH_FIELD_NUMBER: _ClassVar[int]
+    HEIGHT_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     encoding: Encoding
     frame: bytes
-    def __init__(self, request_id: _Optional[str] = ..., encoding: _Optional[_Union[Encoding, str]] = ..., frame: _Optional[bytes] = ...) -> None: ...
+    width: int
+    height: int
+    def __init__(self, request_id: _Optional[str] = ..., encoding: _Optional[_Union[Encoding, str]] = ..., frame: _Optional[bytes] = ..., width: _Optional[int] = ..., height: _Optional[int] = ...) -> None: ...
 
 class Detection(_message.Message):
     __slots__ = ("class_id", "score", "x1", "y1", "x2", "y2", "label")

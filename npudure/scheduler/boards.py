@@ -51,6 +51,15 @@ class Board:
     def parallelism(self) -> int:
         return self.last_status.npu_cores if self.last_status and self.last_status.npu_cores else 1
 
+    def expected_completion_s(self) -> float | None:
+        """How long a request sent now (already counted in ``in_flight``) should take on this board: its
+        service time once per round of ``parallelism`` requests ahead of it and itself. A lower bound
+        (network and jitter aside); None before the board has answered anything."""
+        if self.ewma_service_s is None:
+            return None
+        rounds = -(-self.in_flight // max(1, self.parallelism))  # ceil
+        return self.ewma_service_s * max(1, rounds)
+
     @property
     def polled_load(self) -> int:
         status = self.last_status

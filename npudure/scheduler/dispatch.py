@@ -183,6 +183,16 @@ class Dispatcher:
                     raise DispatchError(
                         grpc.StatusCode.DEADLINE_EXCEEDED, "deadline passed before a board was free"
                     )
+                expected = board.expected_completion_s()
+                if expected is not None and remaining < expected:
+                    # Work nobody will wait for: the caller gives up before the board could answer (a
+                    # Frigate detector's 200 ms under overload). Not started, so the board's time goes
+                    # to requests that can still be answered; the request's failure, not the board's.
+                    raise DispatchError(
+                        grpc.StatusCode.DEADLINE_EXCEEDED,
+                        f"{remaining * 1e3:.0f} ms left, and board {board.name} needs about "
+                        f"{expected * 1e3:.0f} ms: not started",
+                    )
                 # Whose clock bounds this attempt: the scheduler's own per-attempt timeout judges the
                 # board; a caller's shorter deadline judges only the caller.
                 client_bound = remaining < self.config.board_timeout_s

@@ -32,7 +32,7 @@ from npudure.service.lifecycle import HandoverSettings, Lifecycle
 from npudure.service.runtime import SERVER_OPTIONS
 
 if TYPE_CHECKING:  # imported at run time only when configured (see _start_http_api)
-    from npudure.scheduler import http_api
+    from npudure.scheduler import http_api, zmq_api
 
 log = logging.getLogger(__name__)
 
@@ -331,6 +331,30 @@ async def _start_http_api(scheduler: Scheduler, reuse_port: bool) -> http_api.Ht
     return await http_api.start(scheduler, reuse_port)
 
 
+async def _start_zmq_api(scheduler: Scheduler, handing_over: bool) -> zmq_api.ZmqApi | None:
+    """Frigate's zmq endpoint, when configured (pyzmq imported only then). A successor waits for its
+    predecessor to let the port go: libzmq cannot share a port (no SO_REUSEPORT)."""
+    if scheduler.config.zmq_api is None:
+        return None
+    from npudure.scheduler import zmq_api
+
+    wait_s = scheduler.config.shutdown.drain_s + scheduler.config.shutdown.grace_s if handing_over else 0.0
+    return await zmq_api.start(scheduler, wait_s)
+
+
+def _log_zmq_failure(task: asyncio.Task[zmq_api.ZmqApi | None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("%s", task.exception())
+
+
+async def _started(task: asyncio.Task[zmq_api.ZmqApi | None]) -> zmq_api.ZmqApi | None:
+    """The zmq endpoint if it started; a start still waiting for the port is given up."""
+    if not task.done():
+        task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    return None if task.cancelled() or task.exception() is not None else task.result()
+
+
 def handover_settings(config: SchedulerConfig) -> HandoverSettings | None:
     """Handover needs the pid file (beside the state file): without a state folder there is none."""
     state = state_path(config.state_file)
@@ -379,7 +403,16 @@ async def serve(
         await scheduler.wait_for_boards()
         scheduler.start_monitors()
         http = await _start_http_api(scheduler, lifecycle.reuse_port)
+        # A successor binds the zmq port in the background, once its predecessor lets it go.
+        successor = handover.predecessor() is not None
+        zmq_start = asyncio.create_task(_start_zmq_api(scheduler, successor))
+        if successor:
+            zmq_start.add_done_callback(_log_zmq_failure)
+        else:
+            await asyncio.shield(zmq_start)  # a port in use stops start-up, as for gRPC and HTTP
     except BaseException:
+        if http is not None:
+            await http.stop()
         await server.stop(grace=0)
         await scheduler.close()
         lifecycle.release()
@@ -406,6 +439,9 @@ async def serve(
             await asyncio.to_thread(metrics_http.close, metrics)
         if http is not None:
             await http.close_listener()
+        endpoint = await _started(zmq_start)
+        if endpoint is not None:  # answers what it holds, then lets the successor bind the port
+            await endpoint.close()
 
     lifecycle.on_handed_over = close_listeners
     await lifecycle.serving(f"serving on {config.listen}")
@@ -417,5 +453,8 @@ async def serve(
         log.info("stopped serving; closing the board channels")
         if http is not None:
             await http.stop()
+        endpoint = await _started(zmq_start)
+        if endpoint is not None:
+            await endpoint.close()
         await scheduler.close()
         log.info("stopped")

@@ -130,10 +130,15 @@ def frame_bytes(size: int) -> int:
     return size * size * 3
 
 
-def check_request_for(encoding: int, frame: bytes | memoryview, size: int = INPUT_SIZE) -> None:
+def check_request_for(
+    encoding: int, frame: bytes | memoryview, size: int = INPUT_SIZE, width: int = 0, height: int = 0
+) -> None:
     """:func:`check_request` for a model of input side ``size``, with PNG too: raw frames must be
-    exactly size x size x 3; JPEG and PNG may be any size (bounded when decoded)."""
-    if encoding == pb.ENCODING_RAW_RGB:
+    exactly size x size x 3, or width x height x 3 when the request gives both (bounded like a decoded
+    image); JPEG and PNG may be any size (bounded when decoded)."""
+    if encoding == pb.ENCODING_RAW_RGB and (width or height):
+        _check_raw_sides(len(frame), width, height)
+    elif encoding == pb.ENCODING_RAW_RGB:
         if len(frame) != frame_bytes(size):
             raise FrameError(
                 f"raw frame has {len(frame)} bytes; ENCODING_RAW_RGB needs exactly {frame_bytes(size)} "
@@ -158,8 +163,26 @@ def _too_big(w: int, h: int) -> bool:
     return w > MAX_IMAGE_SIDE or h > MAX_IMAGE_SIDE or w * h > MAX_IMAGE_PIXELS
 
 
+def _check_raw_sides(length: int, width: int, height: int) -> None:
+    if width < 1 or height < 1:
+        raise FrameError(
+            f"raw frame of {width}x{height}: set both width and height (or neither, for the model's size)"
+        )
+    if _too_big(width, height):
+        raise _too_big_error("raw frame", width, height)
+    if length != width * height * 3:
+        raise FrameError(
+            f"raw frame has {length} bytes; {width}x{height} RGB uint8 needs exactly {width * height * 3}"
+        )
+
+
 def decode_for_model(
-    encoding: int, frame: bytes | memoryview, size: int = INPUT_SIZE, marks: list[int] | None = None
+    encoding: int,
+    frame: bytes | memoryview,
+    size: int = INPUT_SIZE,
+    marks: list[int] | None = None,
+    width: int = 0,
+    height: int = 0,
 ) -> tuple[np.ndarray, Letterbox]:
     """A checked request → the model's size x size x 3 uint8 input and where the image sits in it.
 
@@ -169,6 +192,8 @@ def decode_for_model(
     (libjpeg-turbo's DCT scaling through simplejpeg: the smallest M/8 that still covers the letterboxed
     size). ``marks``, when given, gets this thread's CPU clock (``time.thread_time_ns``) once the
     pixels are decoded, before the letterbox (the agent's per-stage CPU accounting)."""
+    if encoding == pb.ENCODING_RAW_RGB and (width or height) and (width, height) != (size, size):
+        return _raw_for_model(frame, width, height, size)
     if encoding == pb.ENCODING_RAW_RGB:
         return np.frombuffer(frame, dtype=np.uint8).reshape(size, size, 3), letterbox_geometry(
             size, size, size
@@ -242,6 +267,18 @@ def _png_for_model(
         raise _far_too_big("PNG") from None
     except Exception as exc:  # any decoder failure is the request's fault, never the board's
         raise FrameError(f"frame is not a valid PNG (corrupt or truncated): {exc}") from None
+
+
+def _raw_for_model(
+    frame: bytes | memoryview, width: int, height: int, size: int
+) -> tuple[np.ndarray, Letterbox]:
+    """A raw RGB frame of another size than the model's (a Frigate tensor), letterboxed like a JPEG."""
+    from PIL import Image
+
+    box = letterbox_geometry(width, height, size)
+    pixels = np.frombuffer(frame, dtype=np.uint8).reshape(height, width, 3)
+    scaled = Image.fromarray(pixels, "RGB").resize((box.new_w, box.new_h), Image.Resampling.BILINEAR)
+    return _pad(np.asarray(scaled), box), box
 
 
 def _pad(scaled: np.ndarray, box: Letterbox) -> np.ndarray:

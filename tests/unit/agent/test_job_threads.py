@@ -65,6 +65,26 @@ async def test_a_cancelled_caller_releases_only_when_the_call_returns() -> None:
         thread.stop(wait=True)
 
 
+async def test_a_job_whose_caller_has_gone_is_not_run_but_still_released() -> None:
+    thread = JobThreads("decode")
+    gate, started = threading.Event(), threading.Event()
+    ran: list[str] = []
+    released = asyncio.Event()
+    try:
+        first = thread.submit(lambda: (started.set(), gate.wait(5)), lambda: None)
+        await asyncio.to_thread(started.wait, 5)  # the thread is busy: the next job queues
+        queued = thread.submit(lambda: ran.append("queued"), released.set)
+        queued.cancel()  # its caller's deadline passed while it queued
+        gate.set()
+        await first
+        await asyncio.wait_for(released.wait(), 5)  # released all the same (a slot, a count)
+        assert ran == []  # but the work nobody waited for was never done
+        assert await thread.submit(lambda: "next", lambda: None) == "next"
+    finally:
+        gate.set()
+        thread.stop(wait=True)
+
+
 async def test_a_failing_initializer_does_not_stop_the_thread_serving() -> None:
     def refuse() -> None:
         raise OSError("sched_setaffinity refused")

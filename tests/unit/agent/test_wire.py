@@ -33,12 +33,12 @@ def _both(data: bytes) -> tuple[object, object]:
     """(protobuf's reading or its error type, ours or its error type)."""
     try:
         m = pb.InferRequest.FromString(data)
-        theirs: object = (m.request_id, m.encoding, m.frame)
+        theirs: object = (m.request_id, m.encoding, m.frame, m.width, m.height)
     except DecodeError:
         theirs = DecodeError
     try:
         r = wire.parse(data)
-        ours: object = (r.request_id, r.encoding, bytes(r.frame))
+        ours: object = (r.request_id, r.encoding, bytes(r.frame), r.width, r.height)
     except DecodeError:
         ours = DecodeError
     return theirs, ours
@@ -57,7 +57,7 @@ def test_a_raw_frame_is_a_view_of_the_received_bytes() -> None:
 def test_a_jpeg_frame_is_a_view_too() -> None:
     data = pb.InferRequest(encoding=pb.ENCODING_JPEG, frame=b"\xff\xd8xyz").SerializeToString()
     request = wire.parse(data)
-    assert request == ("", pb.ENCODING_JPEG, b"\xff\xd8xyz")
+    assert request == ("", pb.ENCODING_JPEG, b"\xff\xd8xyz", 0, 0)
     assert isinstance(request.frame, memoryview) and request.frame.obj is data  # no copy
 
 
@@ -66,7 +66,7 @@ def test_random_messages_read_as_protobuf_reads_them() -> None:
     for _ in range(2000):
         parts = []
         for _ in range(rng.randint(0, 6)):
-            choice = rng.randint(0, 5)
+            choice = rng.randint(0, 6)
             if choice == 0:
                 text = "".join(chr(rng.choice([65, 0xE9, 0x4E2D, 0x1F600])) for _ in range(rng.randint(0, 5)))
                 raw = text.encode()
@@ -85,7 +85,9 @@ def test_random_messages_read_as_protobuf_reads_them() -> None:
                     body = _varint(len(blob)) + blob
                 parts.append(_key(number, kind) + body)
             elif choice == 4:  # a known field number with another wire type
-                parts.append(_key(rng.randint(1, 3), rng.choice([0, 1, 5])) + rng.randbytes(8))
+                parts.append(_key(rng.randint(1, 5), rng.choice([0, 1, 5])) + rng.randbytes(8))
+            elif choice == 5:  # a raw frame's width or height, any varint (uint32 keeps the low bits)
+                parts.append(_key(rng.randint(4, 5), 0) + _varint(rng.choice([0, 320, 2**32 + 7, -1])))
             else:  # invalid UTF-8 in the id
                 parts.append(_key(1, 2) + b"\x02\xff\xfe")
         data = b"".join(parts)

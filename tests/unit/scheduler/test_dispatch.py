@@ -234,3 +234,25 @@ async def test_a_deadline_the_board_timeout_set_counts_against_the_board() -> No
     fakes[0].script = fakes[1].script = [rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED, "late")]
     reply = pb.InferResponse.FromString(await d.forward(b"frame", FAR))
     assert reply.attempts == 2 and sum(b.failures for b in boards) == 1
+
+
+async def test_a_request_that_cannot_finish_before_its_deadline_is_not_started() -> None:
+    d, boards, fakes = make_dispatcher(1)
+    boards[0].ewma_service_s = 0.2  # the board answers in about 200 ms
+    with pytest.raises(DispatchError) as info:
+        await d.forward(b"frame", time.monotonic() + 0.05)
+    assert info.value.code == grpc.StatusCode.DEADLINE_EXCEEDED and "not started" in str(info.value)
+    assert fakes[0].calls == 0  # the board did no work for a caller that will have gone
+    assert in_flight(boards) == [0] and boards[0].consecutive_failures == 0  # released, no penalty
+    await d.forward(b"frame", time.monotonic() + 1.0)  # one that can finish is sent
+    assert fakes[0].calls == 1
+
+
+async def test_the_expected_completion_counts_the_rounds_ahead_on_the_board() -> None:
+    _, boards, _ = make_dispatcher(1)
+    board = boards[0]
+    assert board.expected_completion_s() is None  # nothing measured yet: no request is held back
+    board.ewma_service_s, board.in_flight = 0.1, 1
+    assert board.expected_completion_s() == pytest.approx(0.1)
+    board.in_flight = 3  # parallelism 1 (no status yet): two rounds ahead of this one
+    assert board.expected_completion_s() == pytest.approx(0.3)

@@ -147,3 +147,41 @@ def test_a_1080p_jpeg_is_letterboxed_to_640x360_and_boxes_map_back_to_its_pixels
     back = geo.to_source(found)
     np.testing.assert_allclose(back[0, :4], [x1, y1, x2, y2], atol=3)  # one model pixel = 3 source px
     assert back[0, 4] == pytest.approx(0.9) and back[0, 5] == 2
+
+
+def test_a_raw_frame_of_another_size_is_letterboxed_like_a_png() -> None:
+    img, (x1, y1, x2, y2) = picture(320, 240)
+    png = io.BytesIO()
+    Image.fromarray(img).save(png, format="PNG")
+    check_request_for(pb.ENCODING_RAW_RGB, img.tobytes(), 640, 320, 240)
+    raw, raw_geo = decode_for_model(pb.ENCODING_RAW_RGB, img.tobytes(), 640, None, 320, 240)
+    posted, png_geo = decode_for_model(pb.ENCODING_PNG, png.getvalue(), 640)
+    assert raw_geo == png_geo and not raw_geo.identity
+    np.testing.assert_array_equal(raw, posted)  # the same model input as the same picture posted as PNG
+    back = raw_geo.to_source(np.array([[*by_box(raw_geo, x1, y1, x2, y2), 0.9, 0]], np.float32))
+    np.testing.assert_allclose(back[0, :4], [x1, y1, x2, y2], atol=1.0)
+
+
+def by_box(geo: frames.Letterbox, x1: int, y1: int, x2: int, y2: int) -> list[float]:
+    """A source box in the model's input pixels (the letterbox applied by hand)."""
+    sx, sy = geo.new_w / geo.source_w, geo.new_h / geo.source_h
+    return [x1 * sx + geo.pad_x, y1 * sy + geo.pad_y, x2 * sx + geo.pad_x, y2 * sy + geo.pad_y]
+
+
+@pytest.mark.parametrize(
+    ("length", "width", "height", "needle"),
+    [
+        (320 * 240 * 3 - 1, 320, 240, r"needs exactly 230400"),
+        (320 * 3, 320, 0, "set both width and height"),
+        (3, 9000, 1, "up to 8192 px a side"),
+    ],
+)
+def test_a_raw_frame_of_another_size_is_checked(length: int, width: int, height: int, needle: str) -> None:
+    with pytest.raises(FrameError, match=needle):
+        check_request_for(pb.ENCODING_RAW_RGB, bytes(length), 640, width, height)
+
+
+def test_a_raw_frame_that_says_the_model_size_keeps_the_fast_path() -> None:
+    raw = bytes(320 * 320 * 3)
+    image, geo = decode_for_model(pb.ENCODING_RAW_RGB, raw, 320, None, 320, 320)
+    assert geo.identity and not image.flags.writeable
