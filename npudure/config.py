@@ -180,6 +180,11 @@ class HttpApiConfig(_Strict):
     # With the scheduler's tls: require a client certificate signed by its CA (Frigate and most NVRs
     # cannot present one: set false for server-only TLS, then set an api_key_file).
     tls_client_auth: bool = True
+    # A request's deadline: it is dropped wherever it waits past it (a client that hangs up is dropped at
+    # once). null = the scheduler's request_timeout_s.
+    request_timeout_s: float | None = Field(None, gt=0, le=3600)
+    # The name /v1/vision/custom/list gives the model (Blue Iris then posts to custom/<name>).
+    model_name: str = Field("yolov8n", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
     _addr = field_validator("listen")(classmethod(lambda cls, v: v if v is None else _check_address(v)))
 

@@ -168,6 +168,9 @@ class HttpApi:
         app = web.Application(client_max_size=self.config.max_body_bytes, middlewares=[self._errors])
         app.router.add_post("/v1/vision/detection", self.detection)
         app.router.add_get("/v1/server/status/ping", self.ping)
+        # Blue Iris lists the models, then posts to custom/<name>: the list route before the dynamic one.
+        app.router.add_route("POST", "/v1/vision/custom/list", self.custom_list)
+        app.router.add_route("GET", "/v1/vision/custom/list", self.custom_list)
         app.router.add_post("/v1/vision/custom/{model}", self.custom)
         return app
 
@@ -182,6 +185,9 @@ class HttpApi:
             # connection that sends no complete request: the slow-loris on headers).
             keepalive_timeout=self.config.read_timeout_s,
             handle_signals=False,
+            # A client that hangs up cancels its handler: its request is dropped wherever it waits (the
+            # scheduler's queue, a board), never worked for nobody (Frigate gives up after 0.1 s).
+            handler_cancellation=True,
         )
         await self.runner.setup()
         try:
@@ -241,14 +247,14 @@ class HttpApi:
             return self._error(
                 request, 500, "internal error in the scheduler's HTTP API (see its log)", "INTERNAL"
             )
-        if request.path == "/v1/vision/detection":
+        if _counted(request.path):
             self._counters["OK"].inc()
         return response
 
     def _error(
         self, request: web.Request, status: int, message: str, code: str | None = None
     ) -> web.Response:
-        if request.path == "/v1/vision/detection":
+        if _counted(request.path):
             self._counters.get(
                 code or _CODE_OF_STATUS.get(status, "UNKNOWN"), self._counters["UNKNOWN"]
             ).inc()
@@ -259,11 +265,25 @@ class HttpApi:
         up = sum(b.eligible for b in self.scheduler.boards)
         return web.json_response({"success": up > 0, "boards_up": up, "boards": len(self.scheduler.boards)})
 
+    async def custom_list(self, request: web.Request) -> web.Response:
+        """CodeProject.AI's model list (what Blue Iris asks for): the one model this cluster serves."""
+        return web.json_response(
+            {
+                "success": True,
+                "models": [self.config.model_name],
+                "moduleId": deepstack.MODULE_ID,
+                "code": 200,
+            }
+        )
+
     async def custom(self, request: web.Request) -> web.Response:
+        if request.match_info["model"] == self.config.model_name:
+            return await self.detection(request)
         raise HttpApiError(
             404,
-            f"no custom model {shown(request.match_info['model'])}: this cluster serves one model (COCO-80 "
-            "YOLOv8n); post to /v1/vision/detection (in Blue Iris: turn custom models off)",
+            f"no custom model {shown(request.match_info['model'])}: this cluster serves "
+            f"{self.config.model_name!r} (/v1/vision/custom/{self.config.model_name} or "
+            "/v1/vision/detection; /v1/vision/custom/list lists it)",
         )
 
     async def detection(self, request: web.Request) -> web.Response:
@@ -330,7 +350,9 @@ class HttpApi:
         request_bytes = pb.InferRequest(
             request_id=f"http-{uuid.uuid4().hex[:12]}", encoding=header.encoding, frame=data
         ).SerializeToString()
-        deadline = time.monotonic() + self.scheduler.config.request_timeout_s
+        deadline = time.monotonic() + (
+            self.config.request_timeout_s or self.scheduler.config.request_timeout_s
+        )
         try:
             reply = pb.InferResponse.FromString(
                 await self.scheduler.dispatch.forward(request_bytes, deadline)
@@ -376,6 +398,13 @@ class HttpApi:
                 "timing": {f.name: getattr(timing, f.name) for f in pb.StageTiming.DESCRIPTOR.fields},
             },
         )
+
+
+def _counted(path: str) -> bool:
+    """A detection (the default model, or it named as a custom model), not a list or a ping."""
+    return path == "/v1/vision/detection" or (
+        path.startswith("/v1/vision/custom/") and path != "/v1/vision/custom/list"
+    )
 
 
 def _board_refused(exc: grpc.aio.AioRpcError, header: Header) -> HttpApiError:
