@@ -10,6 +10,7 @@ import argparse
 import importlib
 import os
 import sys
+from collections.abc import Callable
 from typing import NamedTuple
 
 from npudure import __version__
@@ -93,11 +94,11 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def build_parser(load: Callable[[str], bool]) -> argparse.ArgumentParser:
+    """The ``npudure`` parser; a command's own arguments are added only where ``load(name)`` (its module is
+    imported then), so a run imports one command's module and the help test can load them all."""
     parser = _parser()
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    chosen = next((a for a in argv if not a.startswith("-")), None)
     for name, (module_name, help_text, example) in COMMANDS.items():
         cmd = sub.add_parser(
             name,
@@ -106,10 +107,17 @@ def main(argv: list[str] | None = None) -> int:
             epilog=f"example: {example}",
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        if name == chosen:
+        if load(name):
             module = importlib.import_module(module_name)
             module.add_arguments(cmd)
             cmd.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    chosen = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(lambda name: name == chosen)
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()

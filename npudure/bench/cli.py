@@ -121,7 +121,8 @@ def _common(p: argparse.ArgumentParser) -> None:
         default=HOST_MAX_STEAL_FRACTION * 100,
         metavar="PCT",
         help="a run is invalid when the hypervisor stole more than this %% of the host's CPU "
-        f"(default {HOST_MAX_STEAL_FRACTION:.0%}; recorded with each run)",
+        # %%, not %: argparse %-formats help strings, and a lone % made every bench --help a traceback
+        f"(default {HOST_MAX_STEAL_FRACTION * 100:g}%%; recorded with each run)",
     )
     p.add_argument("--encoding", choices=("raw", "jpeg"), default="raw")
     p.add_argument("--images", help="folder of images to send (centre-cropped, resized to 640x640)")
