@@ -49,6 +49,11 @@ COMMANDS: dict[str, Command] = {
         "send frames to a scheduler or agent and print the detections",
         "npudure infer --target 127.0.0.1:50050 --image street.jpg --count 6",
     ),
+    "check-answers": Command(
+        "npudure.client.check_answers",
+        "send the same frames to every board and name the boards whose detections differ",
+        "npudure check-answers 10.0.0.11:50051 10.0.0.12:50051 10.0.0.13:50051",
+    ),
     "admin": Command(
         "npudure.client.admin",
         "drain, undrain and wait for boards (a rolling change's steps)",
