@@ -74,7 +74,7 @@ class LocalCluster:
     policy: str = "least_inflight"
     connections_per_board: int = 2
     board_max_inflight: int = 8
-    npu_cores: int = 2
+    npu_cores: int | None = 2  # None: left to the agent (its SoC's count), as on a real board
     model: str | None = None
     agent_overrides: dict[str, Any] = field(default_factory=dict)
     scheduler_overrides: dict[str, Any] = field(default_factory=dict)
@@ -166,7 +166,7 @@ class LocalCluster:
             "listen": f"127.0.0.1:{free_port()}",
             "metrics_port": 0,
             "backend": self.backend,
-            "npu_cores": self.npu_cores,
+            **({"npu_cores": self.npu_cores} if self.npu_cores else {}),
             "sim": {
                 "time_scale": self.time_scale,
                 "seed": seed,
