@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -233,7 +233,7 @@ def run_sweep(
 ) -> list[CountPoint]:
     """Every count in turn, each appended to ``points``; the folder's manifest first, its tables after
     each count (a sweep that is interrupted keeps the counts it finished)."""
-    started = datetime.now(UTC).isoformat(timespec="seconds")
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     manifest = {
         "schema": SCHEMA,
         "harness_version": __version__,
@@ -248,7 +248,7 @@ def run_sweep(
         write_results(folder, sweep, points)
     write_json(
         folder / "manifest.json",
-        {**manifest, "finished_at_utc": datetime.now(UTC).isoformat(timespec="seconds")},
+        {**manifest, "finished_at_utc": datetime.now(timezone.utc).isoformat(timespec="seconds")},
     )
     return points
 

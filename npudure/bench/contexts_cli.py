@@ -47,7 +47,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "an agent with contexts: auto takes",
     )
     p.add_argument(
-        "--time-scale", type=positive, default=1.0, help="sim: service-time multiplier (default 1)"
+        "--time-scale",
+        type=positive,
+        help="sim: service-time multiplier (default: the --agent-config's sim.time_scale, else 1)",
     )
     p.add_argument(
         "--load-factor",
@@ -133,7 +135,7 @@ def _sweep(args: argparse.Namespace) -> Any:
         backend=backend,
         counts=rule.sweep_counts(args.contexts),
         load_factor=args.load_factor,
-        time_scale=args.time_scale,
+        time_scale=args.time_scale or base.get("sim", {}).get("time_scale") or 1.0,
         bench=BenchSettings(
             warmup_s=args.warmup if args.warmup is not None else warmup,
             duration_s=args.duration or duration,

@@ -193,7 +193,7 @@ def test_the_agent_configs_service_fields_are_replaced(monkeypatch, tmp_path) ->
         )
         == 0
     )
-    assert swept[0].backend == "sim"
+    assert swept[0].backend == "sim" and swept[0].time_scale == 3.0  # the board's own, unless given
     assert swept[0].base_agent == {"postprocess": {"score_threshold": 0.4}, "sim": {"time_scale": 3.0}}
 
 
