@@ -92,7 +92,9 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
         self.served = 0
         self.errors = 0
         self.load = LoadMeter(self.pool.size)
-        self.decoder = DecodePool(self.pool.size, config.queue_limit)
+        # One JPEG decoder thread per NPU core, as before contexts were apart from cores (docs/board-cpu.md
+        # measured that split); 8 contexts would otherwise mean 8 decoders on the board's CPU.
+        self.decoder = DecodePool(config.npu_cores, config.queue_limit)
         self.serving = ServingState()
 
     # ------------------------------------------------------------------ data path
