@@ -31,6 +31,9 @@ from npudure.bench.settings import BenchSettings
 SCHEMA = "npudure-bench-contexts/1"
 BOARD = "board1"
 PATHS = {"agent": "straight at the agent", "scheduler": "through the scheduler"}
+INVALID_NOTE = (
+    "(inf/s in brackets): from invalid runs only, shown for the curve's shape, not used by the rule"
+)
 
 
 @dataclass
@@ -86,6 +89,9 @@ class PathPoint:
     runs_valid: int = 0
     runs_total: int = 0
     invalid_reasons: list[str] = field(default_factory=list)
+    # Where no run is valid: their mean inf/s, shown in brackets and never used by the rule (a busy
+    # host invalidates every run, yet the curve's shape is still worth seeing).
+    throughput_invalid: float | None = None
 
 
 @dataclass
@@ -115,7 +121,7 @@ def _reported_contexts(address: str) -> int | None:
         return None
     if not isinstance(status, pb.NodeStatus):
         return None
-    return int(getattr(status, "contexts", 0) or status.npu_cores) or None
+    return int(status.contexts or status.npu_cores) or None
 
 
 def path_point(
@@ -130,6 +136,7 @@ def path_point(
     cpus = [u.cpu_pct_of_core for u in readings if u.cpu_pct_of_core is not None]
     rss = [u.rss_max_mib for u in readings if u.rss_max_mib is not None]
     latency = group["latency_pooled_ms"]
+    every = [x for x in group["throughput_per_run_inf_per_s"] if x is not None]
     return PathPoint(
         throughput=group["throughput_mean_inf_per_s"],
         p50_ms=latency.get("p50"),
@@ -139,6 +146,9 @@ def path_point(
         runs_valid=group["conditions"]["repetitions_valid"],
         runs_total=group["conditions"]["repetitions_total"],
         invalid_reasons=[f"{run}: {'; '.join(why)}" for run, why in group["invalid_runs"].items()],
+        throughput_invalid=sum(every) / len(every)
+        if every and group["throughput_mean_inf_per_s"] is None
+        else None,
     )
 
 
@@ -310,6 +320,8 @@ def write_results(folder: Path, sweep: Sweep, points: list[CountPoint]) -> None:
     ]
     lines += [table(header, [_cells(p, via) for p in points for via in PATHS]), ""]
     lines += [f"- invalid: {line}" for line in invalid_lines(points)]
+    if any(v.throughput_invalid is not None for p in points for v in p.paths.values()):
+        lines.append(f"- {INVALID_NOTE}")
     lines += [f"- {line}" for line in result_lines(points)]
     lines += [
         "",
@@ -325,7 +337,7 @@ def _cells(p: CountPoint, via: str) -> list[str]:
         str(p.contexts) if p.applied else f"{p.contexts} (agent ran {p.reported_contexts})",
         via,
         str(p.concurrency),
-        f(v.throughput),
+        f(v.throughput) if v.throughput_invalid is None else f"({v.throughput_invalid:.1f})",
         f(v.p50_ms, ".2f"),
         f(v.p99_ms, ".2f"),
         f(v.cpu_pct_of_core, ".0f"),
@@ -390,6 +402,8 @@ def print_results(points: list[CountPoint], folder: Path) -> None:
         print(line)
     for line in invalid_lines(points):
         print(f"  invalid: {line}")
+    if any(v.throughput_invalid is not None for p in points for v in p.paths.values()):
+        print(f"  {INVALID_NOTE}")
     for line in result_lines(points):
         print(line)
     print(f"results: {folder}")

@@ -102,7 +102,9 @@ def _describe(status: pb.NodeStatus | None) -> str:
     if status is None:
         return "model sha256 ?, runtime ?, contexts ?"
     sha = status.model_sha256[:12] or "-"
-    return f"model sha256 {sha}, runtime {status.runtime_version or '-'}, contexts {status.npu_cores}"
+    # contexts: an agent from before they were reported apart ran one per NPU core and said so.
+    contexts = status.contexts or status.npu_cores
+    return f"model sha256 {sha}, runtime {status.runtime_version or '-'}, contexts {contexts}"
 
 
 def _state(board: BoardAnswers, verdict: Verdict, frame_count: int) -> str:
