@@ -1,6 +1,7 @@
 """The model's record beside it (``<model>.json``, as ``npudure model convert`` writes it): ``bench
 contexts --record MODEL`` puts the measured operating point under ``contexts``, which an agent with
-``contexts: auto`` takes for that model. Every other key of the record is kept."""
+``contexts: auto`` takes for that model (npudure.backends.contexts.recorded). Every other key of the
+record is kept."""
 
 from __future__ import annotations
 
@@ -9,20 +10,16 @@ import os
 from pathlib import Path
 from typing import Any
 
+from npudure.backends.contexts import record_path  # where the agent looks: one definition
+
 
 class RecordError(Exception):
     """The record cannot be read or written: the message says which file and why."""
 
 
-def record_path(model: str | Path) -> Path:
-    """``model.rknn`` -> ``model.rknn.json``."""
-    path = Path(model)
-    return path.with_name(path.name + ".json")
-
-
 def read_record(model: str | Path) -> dict[str, Any]:
     """The record's keys ({} when there is none yet)."""
-    path = record_path(model)
+    path = record_path(str(model))
     if not path.exists():
         return {}
     try:
@@ -39,14 +36,14 @@ def check_recordable(model: str | Path) -> None:
     if not Path(model).is_file():
         raise RecordError(f"--record {model}: no such model file")
     read_record(model)
-    folder = record_path(model).parent
+    folder = record_path(str(model)).parent
     if not os.access(folder, os.W_OK):
         raise RecordError(f"--record {model}: {folder} is not writable by this user")
 
 
 def write_contexts(model: str | Path, contexts: int, measured: dict[str, Any]) -> Path:
     """``contexts`` (and where it came from, under ``contexts_measured``) into the record, atomically."""
-    path = record_path(model)
+    path = record_path(str(model))
     record = {**read_record(model), "contexts": contexts, "contexts_measured": measured}
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(record, indent=2) + "\n")

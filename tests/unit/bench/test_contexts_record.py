@@ -44,3 +44,14 @@ def test_what_cannot_be_recorded_is_refused_before_measuring(tmp_path: Path) -> 
     record_path(model).write_text("[1, 2]")
     with pytest.raises(RecordError, match="not a JSON object"):
         check_recordable(model)
+
+
+def test_an_agent_with_contexts_auto_takes_the_recorded_count(tmp_path: Path) -> None:
+    from npudure.backends.contexts import recorded
+    from npudure.config import AgentConfig
+
+    model = tmp_path / "m.onnx"
+    model.write_bytes(b"onnx")
+    write_contexts(model, 6, {"by": "npudure bench contexts"})
+    found = recorded(AgentConfig(node_name="b1", backend="onnx", model=str(model)))
+    assert found is not None and found.count == 6
