@@ -11,6 +11,8 @@ import argparse
 import math
 from collections.abc import Callable
 
+from npudure.config import MAX_CONTEXTS, MIN_CONTEXTS
+
 
 def whole(minimum: int) -> Callable[[str], int]:
     """A whole number of at least ``minimum`` (a count of boards, frames, repetitions...)."""
@@ -53,4 +55,19 @@ def non_negative(text: str) -> float:
     value = _number(text)
     if not value >= 0:
         raise argparse.ArgumentTypeError(f"must be 0 or more (got {text})")
+    return value
+
+
+def contexts(text: str) -> int | str:
+    """An agent's inference contexts: a whole number from 1 to 64, or auto (AgentConfig.contexts)."""
+    if text == "auto":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not MIN_CONTEXTS <= value <= MAX_CONTEXTS:
+        raise argparse.ArgumentTypeError(
+            f"must be a whole number from {MIN_CONTEXTS} to {MAX_CONTEXTS}, or auto (got {text})"
+        )
     return value

@@ -10,6 +10,7 @@ import argparse
 import importlib
 import os
 import sys
+from collections.abc import Callable
 from typing import NamedTuple
 
 from npudure import __version__
@@ -47,6 +48,11 @@ COMMANDS: dict[str, Command] = {
         "npudure.client.infer",
         "send frames to a scheduler or agent and print the detections",
         "npudure infer --target 127.0.0.1:50050 --image street.jpg --count 6",
+    ),
+    "check-answers": Command(
+        "npudure.client.check_answers",
+        "send the same frames to every board and name the boards whose detections differ",
+        "npudure check-answers 10.0.0.11:50051 10.0.0.12:50051 10.0.0.13:50051",
     ),
     "admin": Command(
         "npudure.client.admin",
@@ -93,11 +99,11 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def build_parser(load: Callable[[str], bool]) -> argparse.ArgumentParser:
+    """The ``npudure`` parser; a command's own arguments are added only where ``load(name)`` (its module is
+    imported then), so a run imports one command's module and the help test can load them all."""
     parser = _parser()
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    chosen = next((a for a in argv if not a.startswith("-")), None)
     for name, (module_name, help_text, example) in COMMANDS.items():
         cmd = sub.add_parser(
             name,
@@ -106,10 +112,17 @@ def main(argv: list[str] | None = None) -> int:
             epilog=f"example: {example}",
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        if name == chosen:
+        if load(name):
             module = importlib.import_module(module_name)
             module.add_arguments(cmd)
             cmd.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    chosen = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(lambda name: name == chosen)
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()

@@ -17,6 +17,8 @@ BACKENDS = ("rknn", "onnx", "sim")
 POLICIES = ("round_robin", "least_inflight", "p2c", "ect", "heartbeat_least_queue")
 
 Port = Annotated[int, Field(ge=0, le=65535)]
+# Inference contexts one agent may run (AgentConfig.contexts, `npudure local --contexts`).
+MIN_CONTEXTS, MAX_CONTEXTS = 1, 64
 
 
 class ConfigError(Exception):
@@ -135,9 +137,16 @@ class AgentConfig(_Strict):
     # .rknn.json beside an .rknn), else COCO-80 at 640. `npudure model convert` records both.
     class_names: list[str] | None = Field(None, min_length=1, max_length=100000)
     input_size: int | None = Field(None, ge=32, le=4096, multiple_of=32)
-    # Inference contexts: NPU cores for rknn, slots for sim, sessions for onnx. Left out, the agent
-    # uses the SoC's NPU core count (RK3576 2, RK3588 3; see npudure/board/soc.py), else 2.
+    # The board's NPU cores (RK3576 2, RK3588 3): left out, the SoC's count (npudure/board/soc.py),
+    # else 2. They bound the core masks; how many contexts run is ``contexts``.
     npu_cores: int = Field(2, ge=1, le=16)
+    # Inference contexts, each with its own worker thread: a throughput knob, not the core count (the
+    # reference's RK3576: 8 contexts beat 4 by 27%). auto: the count recorded beside the model, else the
+    # SoC's default (npudure/backends/contexts.py); onnx: npu_cores CPU sessions.
+    contexts: int | Literal["auto"] = "auto"
+    # Which NPU cores each rknn context may use: auto (the runtime picks; the reference's best), per_core
+    # (context i on core i % npu_cores) or all (every context on every core). See npudure/backends/rknn.py.
+    core_mask: Literal["auto", "per_core", "all"] = "auto"
     # Threads per ONNX Runtime session.
     onnx_threads: int = Field(1, ge=1, le=64)
     # Frames waiting for a free context beyond this are refused with RESOURCE_EXHAUSTED.
@@ -158,6 +167,14 @@ class AgentConfig(_Strict):
     limits: ServerLimits = ServerLimits()
 
     _addr = field_validator("listen")(classmethod(lambda cls, v: _check_address(v)))
+
+    @field_validator("contexts", mode="before")
+    @classmethod
+    def _contexts(cls, value: object) -> object:
+        # One clear line instead of pydantic's two union branches (int, literal) each failing.
+        if value == "auto" or (type(value) is int and MIN_CONTEXTS <= value <= MAX_CONTEXTS):
+            return value
+        raise ValueError(f"contexts is a whole number from {MIN_CONTEXTS} to {MAX_CONTEXTS}, or auto")
 
 
 class HttpApiConfig(_Strict):
@@ -281,7 +298,8 @@ def _describe(error: ErrorDetails) -> str:
         return f"{where}: unknown field (check the spelling; see the example config in the README)"
     if kind == "missing":
         return f"{where}: required field is missing"
-    return f"{where}: {error['msg']} (got {given!r})"
+    message = error["msg"].removeprefix("Value error, ")  # our validators' own words need no label
+    return f"{where}: {message} (got {given!r})"
 
 
 def parse(model: type[Model], data: Any, source: str) -> Model:

@@ -166,8 +166,9 @@ VERIFY_KEYS = ("host", "role", "active", "health", "affinity_ok", "irq_ok")
 
 def verify_problems(rows: Sequence[Row]) -> list[str]:
     """What verify.yml fails on, one line each: a service not active, gRPC health not SERVING, affinity
-    not as planned, boards that differ in version, runtime, model or NPU contexts ('?' = unknown), and
-    boards the scheduler does not see UP or cannot reach."""
+    not as planned, boards that differ in version, runtime, model or NPU contexts ('?' = unknown),
+    boards the scheduler does not see UP or cannot reach, and boards that answer the same frames
+    differently (the scheduler row's ``answers``)."""
     out = []
     for row in rows:
         for key in VERIFY_KEYS:
@@ -197,6 +198,8 @@ def verify_problems(rows: Sequence[Row]) -> list[str]:
             out.append(f"{row['host']}: board {name} is not UP in the cluster status")
         for name in _cell(row, "boards_unreachable", "npudure_verify_problems"):
             out.append(f"{row['host']}: no gRPC health answer from {name} over the network")
+        # `npudure check-answers` from the scheduler host: the boards whose detections differ.
+        out.extend(f"{row['host']}: {line}" for line in row.get("answers") or [])
     return out
 
 

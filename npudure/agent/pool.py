@@ -4,6 +4,11 @@ A request waits (board queue) for a free context, then runs decode → preproces
 postprocess on that context's own thread. The threads are pinned to the big cores when the board has
 them (NPU submit latency), while the asyncio/gRPC threads may go to the little ones.
 
+One context, one frame at a time is an enforced invariant, not a convention: a context handed out is
+marked in use (under a lock) until its thread returns, and handing it out again meanwhile raises
+:class:`ContextShared` instead of running. The reference's shared context returned another thread's
+answer 200 of 200 times with no API error: a wrong answer, never a crash, so nothing else would show it.
+
 A context stuck on one frame past the hang timeout is *replaced* (:meth:`WorkerPool.recover_hung`):
 a new context on a new thread takes its slot, and the old one is released only when its thread
 returns, so no context ever serves two frames and a hung call never blocks the event loop.
@@ -13,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +33,10 @@ log = logging.getLogger(__name__)
 
 class PoolFull(Exception):
     """More frames waiting than the queue limit allows."""
+
+
+class ContextShared(RuntimeError):
+    """Internal error: the pool was about to hand a context already in use to a second frame."""
 
 
 @dataclass(slots=True)
@@ -56,6 +66,12 @@ class WorkerPool:
         queue_limit: int,
         thread_initializer: Callable[[], object] | None = None,  # its return value is ignored
     ) -> None:
+        if len({id(ctx) for ctx in contexts}) != len(contexts):
+            raise ValueError("the same context appears twice in the pool: each must be its own")
+        # id() of each context handed out whose thread has not returned, with the context (kept so its id
+        # cannot be reused meanwhile).
+        self._in_use: dict[int, Context] = {}
+        self._in_use_lock = threading.Lock()
         self._workers = [
             Worker(i, ctx, JobThreads(f"npu{i}", thread_initializer)) for i, ctx in enumerate(contexts)
         ]
@@ -120,7 +136,21 @@ class WorkerPool:
             )
         return replaced
 
+    def _claim(self, worker: Worker) -> None:
+        with self._in_use_lock:
+            if id(worker.context) in self._in_use:
+                raise ContextShared(
+                    f"NPU context {worker.index} was about to serve a second frame while busy with one: "
+                    "refused (a bug in the agent's worker pool)"
+                )
+            self._in_use[id(worker.context)] = worker.context
+
+    def _release(self, worker: Worker) -> None:
+        with self._in_use_lock:
+            self._in_use.pop(id(worker.context), None)
+
     def _done(self, worker: Worker) -> None:
+        self._release(worker)
         if not worker.retired:
             self._free.put_nowait(worker)
             return
@@ -142,6 +172,12 @@ class WorkerPool:
         finally:
             self.waiting -= 1
         queue_s = time.perf_counter() - enqueued
+        try:
+            self._claim(worker)
+        except ContextShared:
+            # This hand-out is the duplicate: the frame that holds the context returns it when done.
+            log.error("NPU context %d handed out twice: the second hand-out refused", worker.index)
+            raise
 
         def job() -> tuple[ContextResult, float, dict[str, int]]:
             worker.busy_since = time.monotonic()

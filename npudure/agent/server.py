@@ -22,7 +22,7 @@ from npudure.agent.decode_pool import DecodePool
 from npudure.agent.load_report import ORCA_TRAILER, LoadMeter, ServingState
 from npudure.agent.metrics import AgentMetrics
 from npudure.agent.pool import Outcome, PoolFull, WorkerPool
-from npudure.backends import Backend, BackendError, create_backend
+from npudure.backends import Backend, BackendError, contexts, create_backend
 from npudure.board import soc, telemetry
 from npudure.config import AgentConfig
 from npudure.proto import contract
@@ -69,6 +69,7 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
         backend: Backend,
         split: cores.CoreSplit | None = None,
         board_soc: soc.Soc | None = None,
+        contexts_source: str | None = None,
     ) -> None:
         self.config = config
         self.backend = backend
@@ -79,6 +80,8 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
         self.metrics.watch_admin(self.admin)
         split = split or cores.detect(config.affinity.sysfs_root)
         self.soc = board_soc or soc.detect(config.affinity.sysfs_root)
+        # Where the context count came from, for `npudure status` ("RK3576 default, measured", ...).
+        self.contexts_source = contexts_source or contexts.resolve(config, self.soc).source
         self.cpu_cap = cpucap.choose(backend, config.affinity.sysfs_root)
         big = split.big if (config.affinity.pin_workers_to_big and not split.uniform) else ()
         self.pool = WorkerPool(
@@ -89,7 +92,9 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
         self.served = 0
         self.errors = 0
         self.load = LoadMeter(self.pool.size)
-        self.decoder = DecodePool(self.pool.size, config.queue_limit)
+        # One JPEG decoder thread per NPU core, as before contexts were apart from cores (docs/board-cpu.md
+        # measured that split); 8 contexts would otherwise mean 8 decoders on the board's CPU.
+        self.decoder = DecodePool(config.npu_cores, config.queue_limit)
         self.serving = ServingState()
 
     # ------------------------------------------------------------------ data path
@@ -209,7 +214,9 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
             runtime_version=self.backend.runtime_version,
             model_sha256=self.backend.model_sha256,
             boot_id=self.boot_id,
-            npu_cores=self.pool.size,
+            npu_cores=self.config.npu_cores,
+            contexts=self.pool.size,
+            contexts_source=self.contexts_source,
             in_flight=self.pool.busy,
             queue_depth=self.pool.waiting,
             served_total=self.served,
@@ -321,6 +328,7 @@ async def serve(
     backend: Backend | None = None,
     ready: asyncio.Event | None = None,
     board_soc: soc.Soc | None = None,
+    contexts_source: str | None = None,
 ) -> None:
     """Run the agent until cancelled. Its CRL (``tls.crl``) is read once, at start: a board takes a new
     CRL at its next (drained) restart."""
@@ -328,7 +336,7 @@ async def serve(
     revocations = Revocations(config.tls) if config.tls else None
     backend = backend or create_backend(config)
     split = cores.detect(config.affinity.sysfs_root)  # once: the pool's pinning and the I/O threads'
-    agent = Agent(config, backend, split, board_soc)
+    agent = Agent(config, backend, split, board_soc, contexts_source)
     peer_checked = functools.partial(agent.cpu.add, "peer_check", "loop")
     revoked = [RevocationCheck(revocations, on_checked=peer_checked)] if revocations else []
     if config.affinity.pin_io_to_little and not split.uniform:
@@ -348,12 +356,13 @@ async def serve(
     await agent.publish_health()
     watchdog = asyncio.create_task(agent.watch_hangs())
     log.info(
-        "agent %s serving on %s: backend %s%s, %d context(s), %s, CPU cap via %s, affinity %s",
+        "agent %s serving on %s: backend %s%s, %d context(s) (%s), %s, CPU cap via %s, affinity %s",
         config.node_name,
         config.listen,
         backend.name,
         " (EMULATED NPU)" if backend.emulated else "",
         agent.pool.size,
+        agent.contexts_source,
         agent.soc.describe(),
         agent.cpu_cap.kind,
         split.reason,

@@ -6,24 +6,29 @@ machine without rknn-toolkit-lite2 fails at start-up with a clear message, never
 
 from __future__ import annotations
 
+from npudure.backends import memory
 from npudure.backends.base import Backend, BackendError, Context, ContextResult
+from npudure.backends.contexts import resolve as resolve_contexts
 from npudure.config import BACKENDS, AgentConfig
 
 __all__ = ["BACKENDS", "Backend", "BackendError", "Context", "ContextResult", "create_backend"]
 
 
-def create_backend(config: AgentConfig) -> Backend:
-    """Build the backend the config names (imports its runtime only now)."""
+def create_backend(config: AgentConfig, contexts: int | None = None) -> Backend:
+    """Build the backend the config names (imports its runtime only now), with ``contexts`` contexts
+    (None: what the config's ``contexts`` resolves to, npudure.backends.contexts)."""
+    count = contexts or resolve_contexts(config).count
     if config.backend == "sim":
         from npudure.backends.sim import SimBackend
 
-        return SimBackend(config.npu_cores, config.sim)
+        memory.check(count, memory.SIM_CONTEXT_BYTES, "the sim's stated figure")
+        return SimBackend(count, config.sim, npu_cores=config.npu_cores)
     if config.backend == "onnx":
         from npudure.backends.onnx import OnnxBackend
 
-        return OnnxBackend(config)
+        return OnnxBackend(config, count)
     if config.backend == "rknn":
         from npudure.backends.rknn import RknnBackend
 
-        return RknnBackend(config)
+        return RknnBackend(config, count)
     raise BackendError(f"unknown backend {config.backend!r}; use one of: {', '.join(BACKENDS)}")

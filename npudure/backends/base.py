@@ -1,8 +1,10 @@
 """The one small interface every NPU backend implements.
 
-A backend owns N inference *contexts* (one per NPU core on RKNN). A context is used by one worker
-thread at a time — the rule from the reference: a context shared across threads gave wrong results
-and has crashed kernels. The agent's worker pool enforces that; backends need not lock.
+A backend owns N inference *contexts* (AgentConfig.contexts; several per NPU core on RKNN). A context
+is used by one worker thread at a time — the rule from the reference: a context shared between threads
+returned another thread's answer (200 of 200 times, with no API error) and has crashed kernels. The
+agent's worker pool enforces that (npudure.agent.pool) and checks it at start (npudure.agent.selftest);
+backends need not lock.
 """
 
 from __future__ import annotations
@@ -44,6 +46,13 @@ class Context(ABC):
 
     @abstractmethod
     def run(self, image: np.ndarray) -> ContextResult: ...
+
+    def self_test_output(self, image: np.ndarray) -> bytes:
+        """What the start-up self-test compares between a run alongside the other contexts and a solo
+        run of the same frame: the detections here; model backends return their raw output tensors,
+        which differ between two random frames even when neither shows an object."""
+        detections = self.run(image).detections
+        return repr(detections.shape).encode() + np.ascontiguousarray(detections).tobytes()
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release the context (RKNN contexts must be released explicitly)."""

@@ -1,8 +1,9 @@
 """``onnx``: YOLOv8 on the CPU with ONNX Runtime — real compute where there is no NPU.
 
-One InferenceSession per context (``npu_cores`` of them), each with ``onnx_threads`` intra-op
-threads, so contexts run in parallel like NPU cores do. The output layout (split, concat or zoo) is
-read from the model's output shapes.
+One InferenceSession per context (``contexts``; auto: ``npu_cores`` of them), each with
+``onnx_threads`` intra-op threads, so contexts run in parallel like NPU cores do. One session's memory
+is measured (the RSS growth of making the first) and the rest are made only if they fit. The output
+layout (split, concat or zoo) is read from the model's output shapes.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from npudure.backends import contexts as context_count
+from npudure.backends import memory
 from npudure.backends.base import (
     INPUT_SIZE,
     BackendError,
@@ -42,6 +45,11 @@ class _OnnxContext(Context):
     pp: PostprocessConfig
     input_size: int
 
+    def self_test_output(self, image: np.ndarray) -> bytes:
+        # The raw tensors: a random frame rarely shows an object, but its outputs are its own.
+        outputs = self.session.run(None, {self.input_name: to_model_input(image)})  # type: ignore[attr-defined]
+        return b"".join(np.ascontiguousarray(o).tobytes() for o in outputs)
+
     def run(self, image: np.ndarray) -> ContextResult:
         c0, t0 = time.thread_time_ns(), time.perf_counter()
         x = to_model_input(image)
@@ -57,7 +65,7 @@ class _OnnxContext(Context):
 class OnnxBackend(ModelFileBackend):
     name = "onnx"
 
-    def __init__(self, config: AgentConfig) -> None:
+    def __init__(self, config: AgentConfig, contexts: int | None = None) -> None:
         try:
             import onnxruntime as ort
         except ImportError:
@@ -69,7 +77,12 @@ class OnnxBackend(ModelFileBackend):
         self._version = f"onnxruntime {ort.__version__}"
         self._sha256 = hashlib.sha256(data).hexdigest()  # of the bytes actually loaded
         self._contexts: list[Context] = []
-        for _ in range(config.npu_cores):
+        count = contexts or context_count.resolve(config).count
+        per_session = 0
+        for index in range(count):
+            if index == 1:  # the first session's cost, now known, decides whether the rest fit
+                memory.check(count, per_session, "the RSS growth of the first ONNX session", made=1)
+            before = memory.rss_bytes()
             opts = ort.SessionOptions()
             opts.intra_op_num_threads = config.onnx_threads
             opts.inter_op_num_threads = 1
@@ -85,6 +98,8 @@ class OnnxBackend(ModelFileBackend):
                     f"model file {path} cannot be loaded by ONNX Runtime ({first[:200]}): the file is "
                     f"corrupt or not an ONNX model; {_REBUILD}"
                 ) from None
+            if index == 0:  # at least the model's bytes: an allocator reusing freed memory hides growth
+                per_session = max(memory.rss_bytes() - before, len(data))
             input_name, layout, self._input_size, nc = self._check_model(session, path, config)
             self._contexts.append(
                 _OnnxContext(session, input_name, layout, config.postprocess, self._input_size)

@@ -1,11 +1,19 @@
 """``rknn``: YOLOv8 on the Rockchip NPU through rknn-toolkit-lite2 (RKNNLite).
 
-One RKNNLite context per NPU core, each pinned to its core (NPU_CORE_0, _1, _2): the reference
-measured one context on both cores (NPU_CORE_0_1) 11.5% slower than one per core, and a context
-shared between threads gave wrong results. The model is the rknn_model_zoo layout (9 outputs, any
-class count) converted with rknn-toolkit2 on x86 (docs/model.md); the runtime hands back float
-outputs. Its input size and class names come from the ``.rknn.json`` beside it (or the agent config).
-This backend never falls back to another: without the toolkit or the NPU it refuses to start.
+One RKNNLite context per agent context (``contexts``, not the core count), each used by one worker
+thread: a context shared between threads gave another thread's answer. Each context's core mask
+follows ``core_mask``, chosen from the reference's RK3576 figures (2 cores, 8 contexts):
+
+* ``auto`` (default): NPU_CORE_AUTO for every context, the runtime places each run. The best measured:
+  16.7 / 36.2 / 52.4 / 72.9 inf/s with 1 / 2 / 4 / 8 contexts.
+* ``per_core``: context i on core i % npu_cores (NPU_CORE_0, _1, _2): +0.1% at 8 contexts, noise.
+* ``all``: every context on every core (NPU_CORE_0_1, NPU_CORE_0_1_2 on an RK3588): 11.5% slower.
+
+The model is the rknn_model_zoo layout (9 outputs, any class count) converted with rknn-toolkit2 on
+x86 (docs/model.md). Outputs are float: rknn-toolkit-lite2 2.5.0's ``inference`` has no parameter for
+integer outputs (its C runtime's ``want_float`` is not reachable from Python; docs/model.md). Its input
+size and class names come from the ``.rknn.json`` beside it (or the agent config). This backend never
+falls back to another: without the toolkit or the NPU it refuses to start.
 """
 
 from __future__ import annotations
@@ -22,6 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
+from npudure.backends import contexts as context_count
+from npudure.backends import memory
 from npudure.backends.base import (
     BackendError,
     Context,
@@ -101,8 +111,16 @@ def read_librknnrt_version(path: str | os.PathLike[str] = LIBRKNNRT) -> str | No
     return version or None
 
 
-def _core_masks(lite_class: type, count: int) -> list[int]:
-    return [int(getattr(lite_class, f"NPU_CORE_{i}", 1 << i)) for i in range(count)]
+def core_mask(lite_class: type, mode: str, index: int, cores: int) -> int:
+    """The core mask of context ``index`` under AgentConfig.core_mask ``mode`` on ``cores`` NPU cores
+    (RKNNLite's constants, with the documented values where a toolkit lacks one)."""
+    if mode == "auto":
+        return int(getattr(lite_class, "NPU_CORE_AUTO", 0))
+    if mode == "per_core":
+        core = index % cores
+        return int(getattr(lite_class, f"NPU_CORE_{core}", 1 << core))
+    name = {1: "NPU_CORE_0", 2: "NPU_CORE_0_1", 3: "NPU_CORE_0_1_2"}[cores]
+    return int(getattr(lite_class, name, (1 << cores) - 1))
 
 
 def _init_hints(path: Path) -> str:
@@ -150,31 +168,46 @@ def model_record(path: Path, config: AgentConfig) -> tuple[int, tuple[str, ...]]
 
 
 class _RknnContext(Context):
-    def __init__(self, lite: object, core: int, pp: PostprocessConfig, input_size: int = INPUT_SIZE) -> None:
+    def __init__(
+        self, lite: object, index: int, mask: int, pp: PostprocessConfig, input_size: int = INPUT_SIZE
+    ) -> None:
         self._lite = lite
-        self.core = core
+        self.index = index
+        self.mask = mask
         self._pp = pp
         self._size = input_size
         self._layout: Layout | None = None
         self._released = False
 
-    def run(self, image: np.ndarray) -> ContextResult:
-        c0, t0 = time.thread_time_ns(), time.perf_counter()
-        batch = np.ascontiguousarray(image)[None]  # NHWC uint8; the NPU does the /255 itself
-        c1, t1 = time.thread_time_ns(), time.perf_counter()
+    @staticmethod
+    def _batch(image: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(image)[None]  # NHWC uint8; the NPU does the /255 itself
+
+    def _infer(self, batch: np.ndarray) -> list[np.ndarray]:
         outputs = self._lite.inference(inputs=[batch], data_format=["nhwc"])  # type: ignore[attr-defined]
-        c2, t2 = time.thread_time_ns(), time.perf_counter()
         if outputs is None:
             raise BackendError(
-                f"NPU core {self.core}: RKNNLite.inference returned no outputs (see the rknn log above; "
-                "an NPU hang or a driver error)"
+                f"NPU context {self.index}: RKNNLite.inference returned no outputs (see the rknn log "
+                "above; an NPU hang or a driver error)"
             )
+        return list(outputs)
+
+    def run(self, image: np.ndarray) -> ContextResult:
+        c0, t0 = time.thread_time_ns(), time.perf_counter()
+        batch = self._batch(image)
+        c1, t1 = time.thread_time_ns(), time.perf_counter()
+        outputs = self._infer(batch)
+        c2, t2 = time.thread_time_ns(), time.perf_counter()
         if self._layout is None:
             self._layout = detect_layout([np.shape(o) for o in outputs])
         detections = postprocess_with(outputs, self._pp, self._layout, self._size)
         t3 = time.perf_counter()
         cpu = {"preprocess": c1 - c0, "postprocess": time.thread_time_ns() - c2}
         return ContextResult(detections, t1 - t0, t2 - t1, t3 - t2, cpu_ns=cpu)
+
+    def self_test_output(self, image: np.ndarray) -> bytes:
+        # The raw tensors: a random frame rarely shows an object, but its outputs are its own.
+        return b"".join(np.ascontiguousarray(o).tobytes() for o in self._infer(self._batch(image)))
 
     def close(self) -> None:
         if not self._released:
@@ -185,7 +218,7 @@ class _RknnContext(Context):
 class RknnBackend(ModelFileBackend):
     name = "rknn"
 
-    def __init__(self, config: AgentConfig) -> None:
+    def __init__(self, config: AgentConfig, contexts: int | None = None) -> None:
         try:
             from rknnlite.api import RKNNLite
         except ImportError:
@@ -196,29 +229,23 @@ class RknnBackend(ModelFileBackend):
                 f"npu_cores is {config.npu_cores}, but Rockchip NPUs have at most {MAX_NPU_CORES} cores: "
                 "set npu_cores to 2 on an RK3576 or 3 on an RK3588"
             )
+        count = contexts or context_count.resolve(config).count
+        memory.check(
+            count,
+            memory.rknn_context_bytes(path.stat().st_size),
+            f"an estimate: {memory.RKNN_BYTES_PER_MODEL_BYTE} x the .rknn file + "
+            f"{memory.RKNN_CONTEXT_OVERHEAD // memory.MiB} MiB",
+        )
         check_npu_runtime()
         self._input_size, self._names = model_record(path, config)
         self._sha256 = sha256_file(path)
-        # Kept to re-create a hung core's context (new_context).
+        # Kept to re-create a hung context (new_context).
         self._lite_class, self._path, self._pp = RKNNLite, path, config.postprocess
+        self._mode, self._cores = config.core_mask, config.npu_cores
         self._contexts: list[Context] = []
         try:
-            for core, mask in enumerate(_core_masks(RKNNLite, config.npu_cores)):
-                lite = RKNNLite()
-                ctx = _RknnContext(lite, core, config.postprocess, self._input_size)
-                self._contexts.append(ctx)  # so a later failure releases this one too
-                failed = self._call(lite.load_rknn, str(path))
-                if failed:
-                    raise BackendError(
-                        f"NPU core {core}: load_rknn({path}) {failed}: the file is not a valid .rknn "
-                        f"model for this runtime; {_init_hints(path)}"
-                    )
-                failed = self._call(lite.init_runtime, core_mask=mask)
-                if failed:
-                    raise BackendError(
-                        f"NPU core {core}: init_runtime(core_mask={mask}) {failed}; likely causes: "
-                        f"{_init_hints(path)}"
-                    )
+            for index in range(count):
+                self._contexts.append(self._open(index))
         except BaseException:
             self.close()
             raise
@@ -256,19 +283,30 @@ class RknnBackend(ModelFileBackend):
             with contextlib.suppress(Exception):  # release the others even if one fails
                 ctx.close()
 
-    def new_context(self, index: int) -> Context:
-        """A new RKNNLite context on NPU core ``index`` (the agent's hung-context recovery)."""
-        mask = _core_masks(self._lite_class, index + 1)[index]
+    def _open(self, index: int) -> _RknnContext:
+        """Context ``index``: a new RKNNLite with the model loaded, on its core mask. On failure it is
+        released and the error names the context, the call, its code and the likely causes."""
+        mask = core_mask(self._lite_class, self._mode, index, self._cores)
         lite = self._lite_class()
-        ctx = _RknnContext(lite, index, self._pp, self._input_size)
-        failed = self._call(lite.load_rknn, str(self._path)) or self._call(lite.init_runtime, core_mask=mask)
+        ctx = _RknnContext(lite, index, mask, self._pp, self._input_size)
+        failed = self._call(lite.load_rknn, str(self._path))
+        if failed:
+            reason = (
+                f"load_rknn({self._path}) {failed}: the file is not a valid .rknn model for this runtime; "
+                f"{_init_hints(self._path)}"
+            )
+        else:
+            failed = self._call(lite.init_runtime, core_mask=mask)
+            reason = f"init_runtime(core_mask={mask}) {failed}; likely causes: {_init_hints(self._path)}"
         if failed:
             with contextlib.suppress(Exception):
                 ctx.close()
-            raise BackendError(
-                f"NPU core {index}: a new context could not be made ({failed}); {_init_hints(self._path)}"
-            )
+            raise BackendError(f"NPU context {index}: {reason}")
         return ctx
+
+    def new_context(self, index: int) -> Context:
+        """A new RKNNLite context in slot ``index`` on that slot's core mask (hung-context recovery)."""
+        return self._open(index)
 
 
 __all__ = [

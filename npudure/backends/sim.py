@@ -132,7 +132,7 @@ class SimBackend(Backend):
     name = "sim"
     emulated = True
 
-    def __init__(self, slots: int, config: SimConfig) -> None:
+    def __init__(self, slots: int, config: SimConfig, npu_cores: int = 2) -> None:
         self.config = config
         self._cap = config.cpu_cap_mhz
         self._lock = threading.Lock()

@@ -1,4 +1,4 @@
-"""``npudure bench``: run | sweep | scaling | hetero | capacity | local | openloop | recompute.
+"""``npudure bench``: run | sweep | scaling | hetero | capacity | local | openloop | recompute | contexts.
 
 Exit codes: 0 finished and every run valid; 3 finished but some runs are invalid (kept and marked);
 2 refused before measuring (result folder exists, lease held by another harness, bad arguments);
@@ -121,7 +121,8 @@ def _common(p: argparse.ArgumentParser) -> None:
         default=HOST_MAX_STEAL_FRACTION * 100,
         metavar="PCT",
         help="a run is invalid when the hypervisor stole more than this %% of the host's CPU "
-        f"(default {HOST_MAX_STEAL_FRACTION:.0%}; recorded with each run)",
+        # %%, not %: argparse %-formats help strings, and a lone % made every bench --help a traceback
+        f"(default {HOST_MAX_STEAL_FRACTION * 100:g}%%; recorded with each run)",
     )
     p.add_argument("--encoding", choices=("raw", "jpeg"), default="raw")
     p.add_argument("--images", help="folder of images to send (centre-cropped, resized to 640x640)")
@@ -266,6 +267,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     recompute = sub.add_parser("recompute", help="recompute a result folder's figures from its raw samples")
     recompute.add_argument("result_dir", type=Path)
 
+    from npudure.bench import contexts_cli  # light: argparse types only; the sweep imports what it runs
+
+    contexts_cli.add_arguments(
+        sub.add_parser(
+            "contexts",
+            help="one board by inference-context count (agents started here): throughput, latency, "
+            "agent CPU and memory, and the operating point",
+        )
+    )
+
 
 def _operating_point(p: argparse.ArgumentParser) -> None:
     p.add_argument(
@@ -324,6 +335,11 @@ def _http_settings(args: argparse.Namespace) -> tuple[str, str | None]:
 def run(args: argparse.Namespace) -> int:
     if args.bench_command == "recompute":
         return _recompute(args.result_dir)
+    if args.bench_command == "contexts":
+        from npudure.bench import contexts_cli
+
+        _tune_malloc()
+        return contexts_cli.run(args)
     from npudure.bench.cluster import BenchError
     from npudure.bench.experiments.sweep import operating_concurrency
     from npudure.bench.lease import LeaseRefused

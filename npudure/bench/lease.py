@@ -13,7 +13,7 @@ import os
 import socket
 import threading
 import time
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 
 import grpc
 
@@ -31,7 +31,7 @@ class LeaseRefused(BenchError):
 
 
 def default_holder(label: str = "") -> str:
-    started = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    started = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     extra = f" {label}" if label else ""
     return f"npudure bench pid {os.getpid()} on {socket.gethostname()} since {started}{extra}"
 

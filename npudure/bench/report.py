@@ -7,6 +7,7 @@ for an NPU figure. The plots are npudure.bench.plots; the terminal text npudure.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -119,4 +120,7 @@ def write_report(
         "",
     ]
     (folder / "report.md").write_text("\n".join(lines))
-    plot_all(folder, summary, runs)
+    # A board's virtualenv has no matplotlib (the controller extra): `bench contexts` runs there, and
+    # its report is complete without the pictures.
+    if importlib.util.find_spec("matplotlib") is not None:
+        plot_all(folder, summary, runs)

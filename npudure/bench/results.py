@@ -25,7 +25,7 @@ import json
 import math
 import os
 import secrets
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ class ResultDirExists(Exception):
 
 
 def new_result_path(base: Path = DEFAULT_BASE) -> Path:
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     return base / f"{stamp}-{secrets.token_hex(3)}"
 
 

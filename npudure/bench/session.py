@@ -21,7 +21,7 @@ import logging
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -225,7 +225,7 @@ class BenchSession:
                 "harness_version": __version__,
                 "command": self.command,
                 "target": self.target,
-                "started_at_utc": datetime.now(UTC).isoformat(timespec="seconds"),
+                "started_at_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 "lease_holder": hold.lease.holder,
                 "settings": asdict(self.settings),
                 "frames": frames.conditions(),
@@ -336,7 +336,7 @@ class BenchSession:
         self.summary = finalize(
             self.result,
             {
-                "finished_at_utc": datetime.now(UTC).isoformat(timespec="seconds"),
+                "finished_at_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 "interrupted": self.interrupted,
                 "restore_problems": self.restore_problems,
             },

@@ -32,9 +32,18 @@ def _reading(r: pb.Reading) -> str:
     return f"{r.name}={r.value:.1f}{r.unit}" if r.HasField("value") else f"{r.name}=absent"
 
 
+def _contexts(status: pb.NodeStatus) -> str:
+    """ "8 context(s) on 2 NPU core(s) (RK3576 default, measured)"; PROVISIONAL in capitals where the
+    count is a guess. An older agent reports no contexts: its npu_cores was its context count."""
+    if not status.contexts:
+        return f"{status.npu_cores} context(s)"
+    source = status.contexts_source.replace("provisional", "PROVISIONAL")
+    return f"{status.contexts} context(s) on {status.npu_cores} NPU core(s) ({source or 'source unknown'})"
+
+
 def _print_node(status: pb.NodeStatus) -> None:
     emulated = " (EMULATED NPU)" if status.emulated else ""
-    print(f"node {status.node}: backend {status.backend}{emulated}, {status.npu_cores} context(s)")
+    print(f"node {status.node}: backend {status.backend}{emulated}, {_contexts(status)}")
     print(
         f"  agent {status.agent_version}  runtime {status.runtime_version}  "
         f"model sha256 {status.model_sha256 or '-'}"

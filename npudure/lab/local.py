@@ -23,7 +23,7 @@ import grpc
 import yaml
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from npudure.argtypes import whole
+from npudure.argtypes import contexts, whole
 from npudure.config import BACKENDS
 from npudure.scheduler.policies import POLICIES
 from npudure.security import access as security
@@ -74,7 +74,9 @@ class LocalCluster:
     policy: str = "least_inflight"
     connections_per_board: int = 2
     board_max_inflight: int = 8
-    npu_cores: int = 2
+    npu_cores: int | None = 2  # None: left to the agent (its SoC's count), as on a real board
+    # Each agent's inference contexts (AgentConfig.contexts): 1..64 or auto.
+    contexts: int | str = "auto"
     model: str | None = None
     agent_overrides: dict[str, Any] = field(default_factory=dict)
     scheduler_overrides: dict[str, Any] = field(default_factory=dict)
@@ -182,7 +184,8 @@ class LocalCluster:
             "listen": f"127.0.0.1:{free_port()}",
             "metrics_port": 0,
             "backend": self.backend,
-            "npu_cores": self.npu_cores,
+            **({"npu_cores": self.npu_cores} if self.npu_cores else {}),
+            "contexts": self.contexts,
             "sim": {
                 "time_scale": self.time_scale,
                 "seed": seed,
@@ -319,6 +322,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="sim: service-time multiplier, 10 = ten times slower boards (default 1)",
     )
     parser.add_argument(
+        "--contexts",
+        type=contexts,
+        default="auto",
+        metavar="N",
+        help="inference contexts per agent, 1 to 64 or auto (default auto: the sim takes the RK3576's "
+        "measured 8, onnx one CPU session per NPU core)",
+    )
+    parser.add_argument(
         "--policy", default="least_inflight", choices=POLICIES, help="scheduler policy (default %(default)s)"
     )
     parser.add_argument(
@@ -370,6 +381,7 @@ def run(args: argparse.Namespace) -> int:
         boards=args.boards,
         backend=args.backend,
         time_scale=args.time_scale,
+        contexts=args.contexts,
         policy=args.policy,
         connections_per_board=args.connections_per_board,
         model=model,
@@ -404,7 +416,7 @@ def run(args: argparse.Namespace) -> int:
     emulated = " (EMULATED NPU: sim backend)" if args.backend == "sim" else ""
     print(
         f"scheduler {cluster.address}  boards {args.boards}  backend {args.backend}{emulated}  "
-        f"policy {args.policy}"
+        f"contexts {args.contexts}  policy {args.policy}"
     )
     if cluster.http_api:
         print(f"HTTP API (DeepStack / CodeProject.AI) {cluster.http_url}")

@@ -24,19 +24,19 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dnpudure/proto/inference.proto\x12\nnpudure.v1\"x\n\x0cInferRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12&\n\x08\x65ncoding\x18\x02 \x01(\x0e\x32\x14.npudure.v1.Encoding\x12\r\n\x05\x66rame\x18\x03 \x01(\x0c\x12\r\n\x05width\x18\x04 \x01(\r\x12\x0e\n\x06height\x18\x05 \x01(\r\"k\n\tDetection\x12\x10\n\x08\x63lass_id\x18\x01 \x01(\r\x12\r\n\x05score\x18\x02 \x01(\x02\x12\n\n\x02x1\x18\x03 \x01(\x02\x12\n\n\x02y1\x18\x04 \x01(\x02\x12\n\n\x02x2\x18\x05 \x01(\x02\x12\n\n\x02y2\x18\x06 \x01(\x02\x12\r\n\x05label\x18\x07 \x01(\t\"\xc9\x02\n\x0bStageTiming\x12\x1a\n\x12scheduler_queue_us\x18\x01 \x01(\x04\x12\x10\n\x08route_us\x18\x02 \x01(\x04\x12\x1b\n\x13network_to_board_us\x18\x03 \x01(\x04\x12\x16\n\x0e\x62oard_queue_us\x18\x04 \x01(\x04\x12\x11\n\tdecode_us\x18\x05 \x01(\x04\x12\x15\n\rpreprocess_us\x18\x06 \x01(\x04\x12\x14\n\x0cinference_us\x18\x07 \x01(\x04\x12\x16\n\x0epostprocess_us\x18\x08 \x01(\x04\x12\x16\n\x0e\x62oard_total_us\x18\t \x01(\x04\x12\x1a\n\x12scheduler_total_us\x18\n \x01(\x04\x12\x14\n\x0cnpu_input_us\x18\x0b \x01(\x04\x12\x1c\n\x14network_to_client_us\x18\x0c \x01(\x04\x12\x17\n\x0f\x63lient_total_us\x18\r \x01(\x04\"\xba\x01\n\rInferResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12)\n\ndetections\x18\x02 \x03(\x0b\x32\x15.npudure.v1.Detection\x12\x0c\n\x04node\x18\x03 \x01(\t\x12\'\n\x06timing\x18\x04 \x01(\x0b\x32\x17.npudure.v1.StageTiming\x12\x0f\n\x07\x62\x61\x63kend\x18\x05 \x01(\t\x12\x10\n\x08\x65mulated\x18\x06 \x01(\x08\x12\x10\n\x08\x61ttempts\x18\x07 \x01(\r\"C\n\x07Reading\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\x05value\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\x0c\n\x04unit\x18\x03 \x01(\tB\x08\n\x06_value\"\xce\x01\n\tTelemetry\x12&\n\tthermal_c\x18\x01 \x03(\x0b\x32\x13.npudure.v1.Reading\x12)\n\x0c\x63pu_freq_mhz\x18\x02 \x03(\x0b\x32\x13.npudure.v1.Reading\x12 \n\x03npu\x18\x03 \x03(\x0b\x32\x13.npudure.v1.Reading\x12\x1a\n\x12process_cpu_user_s\x18\x04 \x01(\x01\x12\x1c\n\x14process_cpu_system_s\x18\x05 \x01(\x01\x12\x12\n\nsampled_at\x18\x06 \x01(\x01\"\x13\n\x11NodeStatusRequest\"\x92\x05\n\nNodeStatus\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x02 \x01(\t\x12\x10\n\x08\x65mulated\x18\x03 \x01(\x08\x12\x15\n\ragent_version\x18\x04 \x01(\t\x12\x17\n\x0fruntime_version\x18\x05 \x01(\t\x12\x14\n\x0cmodel_sha256\x18\x06 \x01(\t\x12\x0f\n\x07\x62oot_id\x18\x07 \x01(\t\x12\x11\n\tnpu_cores\x18\x08 \x01(\r\x12\x11\n\tin_flight\x18\t \x01(\r\x12\x13\n\x0bqueue_depth\x18\n \x01(\r\x12\x14\n\x0cserved_total\x18\x0b \x01(\x04\x12\x14\n\x0c\x65rrors_total\x18\x0c \x01(\x04\x12\x13\n\x0b\x63pu_cap_mhz\x18\r \x01(\r\x12(\n\ttelemetry\x18\x0e \x01(\x0b\x32\x15.npudure.v1.Telemetry\x12\x14\n\x0chung_workers\x18\x0f \x01(\r\x12\x10\n\x08uptime_s\x18\x10 \x01(\x01\x12\x0f\n\x07serving\x18\x14 \x01(\x08\x12\x1b\n\x13not_serving_reasons\x18\x15 \x03(\t\x12\x0b\n\x03rps\x18\x16 \x01(\x01\x12\x13\n\x0butilization\x18\x17 \x01(\x01\x12\x0b\n\x03soc\x18( \x01(\t\x12\x14\n\x0c\x63pu_cap_note\x18) \x01(\t\x12\x1a\n\x12\x63ontext_recoveries\x18* \x01(\x04\x12\x1f\n\x17\x65mulation_model_s_total\x18\x1e \x01(\x01\x12 \n\x18\x65mulation_actual_s_total\x18\x1f \x01(\x01\x12\'\n\tstage_cpu\x18+ \x03(\x0b\x32\x14.npudure.v1.StageCpu\x12\x18\n\x10stage_cpu_frames\x18, \x01(\x04\x12\x19\n\x11loop_thread_cpu_s\x18- \x01(\x01\":\n\x08StageCpu\x12\r\n\x05stage\x18\x01 \x01(\t\x12\x0e\n\x06thread\x18\x02 \x01(\t\x12\x0f\n\x07seconds\x18\x03 \x01(\x01\"\x1f\n\x10SetCpuCapRequest\x12\x0b\n\x03mhz\x18\x01 \x01(\r\"6\n\x12InjectFaultRequest\x12 \n\x05\x66\x61ult\x18\x01 \x01(\x0e\x32\x11.npudure.v1.Fault\"$\n\x11SetServingRequest\x12\x0f\n\x07reasons\x18\x01 \x03(\t\"\xaa\x02\n\x0b\x42oardStatus\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12%\n\x05state\x18\x03 \x01(\x0e\x32\x16.npudure.v1.BoardState\x12\x11\n\tin_flight\x18\x04 \x01(\r\x12\x15\n\rmax_in_flight\x18\x05 \x01(\r\x12\x17\n\x0f\x65wma_service_ms\x18\x06 \x01(\x01\x12\x14\n\x0cserved_total\x18\x07 \x01(\x04\x12\x16\n\x0e\x66\x61ilures_total\x18\x08 \x01(\x04\x12\x1c\n\x14\x63onsecutive_failures\x18\t \x01(\r\x12+\n\x0blast_status\x18\n \x01(\x0b\x32\x16.npudure.v1.NodeStatus\x12\x19\n\x11last_status_age_s\x18\x0b \x01(\x01\"\x16\n\x14\x43lusterStatusRequest\"\xef\x01\n\rClusterStatus\x12\x0e\n\x06policy\x18\x01 \x01(\t\x12\'\n\x06\x62oards\x18\x02 \x03(\x0b\x32\x17.npudure.v1.BoardStatus\x12\x13\n\x0bqueue_depth\x18\x03 \x01(\r\x12\x13\n\x0bqueue_limit\x18\x04 \x01(\r\x12\x1d\n\x15\x63onnections_per_board\x18\x05 \x01(\r\x12\x14\n\x0clease_holder\x18\x06 \x01(\t\x12\x19\n\x11scheduler_version\x18\x07 \x01(\t\x12\x14\n\x0cserved_total\x18\x08 \x01(\x04\x12\x15\n\rretries_total\x18\t \x01(\x04\"&\n\x15SetActiveNodesRequest\x12\r\n\x05nodes\x18\x01 \x03(\t\"\"\n\x10SetPolicyRequest\x12\x0e\n\x06policy\x18\x01 \x01(\t\"/\n\x10\x44rainNodeRequest\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\r\n\x05\x64rain\x18\x02 \x01(\x08\"1\n\x14SetNodeCpuCapRequest\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x0b\n\x03mhz\x18\x02 \x01(\r\"-\n\x0cLeaseRequest\x12\x0e\n\x06holder\x18\x01 \x01(\t\x12\r\n\x05ttl_s\x18\x02 \x01(\x01\"-\n\x05Lease\x12\x0e\n\x06holder\x18\x01 \x01(\t\x12\x14\n\x0c\x65xpires_in_s\x18\x02 \x01(\x01\"\x0e\n\x0cRouteRequest\"=\n\nRouteBoard\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x10\n\x08resolved\x18\x03 \x01(\t\"\xb1\x01\n\x05Route\x12&\n\x06\x62oards\x18\x01 \x03(\x0b\x32\x16.npudure.v1.RouteBoard\x12\x0e\n\x06target\x18\x02 \x01(\t\x12\x1b\n\x13service_config_json\x18\x03 \x01(\t\x12\x0f\n\x07version\x18\x04 \x01(\t\x12\x0b\n\x03tls\x18\x05 \x01(\x08\x12\x19\n\x11max_message_bytes\x18\x06 \x01(\r\x12\x1a\n\x12refresh_interval_s\x18\x07 \x01(\x01\"\x15\n\x13ReloadBoardsRequest\"\xba\x01\n\x11ReloadBoardsReply\x12\r\n\x05\x61\x64\x64\x65\x64\x18\x01 \x03(\t\x12\x0f\n\x07removed\x18\x02 \x03(\t\x12\x0e\n\x06policy\x18\x03 \x01(\t\x12\x16\n\x0erestart_needed\x18\x04 \x03(\t\x12)\n\x06status\x18\x05 \x01(\x0b\x32\x19.npudure.v1.ClusterStatus\x12\x14\n\x0c\x61\x64min_tokens\x18\x06 \x01(\r\x12\x1c\n\x14revoked_certificates\x18\x07 \x01(\r*_\n\x08\x45ncoding\x12\x18\n\x14\x45NCODING_UNSPECIFIED\x10\x00\x12\x14\n\x10\x45NCODING_RAW_RGB\x10\x01\x12\x11\n\rENCODING_JPEG\x10\x02\x12\x10\n\x0c\x45NCODING_PNG\x10\x03*\'\n\x05\x46\x61ult\x12\x0e\n\nFAULT_NONE\x10\x00\x12\x0e\n\nFAULT_HANG\x10\x01*\x9c\x01\n\nBoardState\x12\x1b\n\x17\x42OARD_STATE_UNSPECIFIED\x10\x00\x12\x12\n\x0e\x42OARD_STATE_UP\x10\x01\x12\x14\n\x10\x42OARD_STATE_DOWN\x10\x02\x12\x18\n\x14\x42OARD_STATE_DRAINING\x10\x03\x12\x13\n\x0f\x42OARD_STATE_HOT\x10\x04\x12\x18\n\x14\x42OARD_STATE_INACTIVE\x10\x05\x32I\n\tInference\x12<\n\x05Infer\x12\x18.npudure.v1.InferRequest\x1a\x19.npudure.v1.InferResponse2\x99\x02\n\x04Node\x12\x42\n\tGetStatus\x12\x1d.npudure.v1.NodeStatusRequest\x1a\x16.npudure.v1.NodeStatus\x12\x41\n\tSetCpuCap\x12\x1c.npudure.v1.SetCpuCapRequest\x1a\x16.npudure.v1.NodeStatus\x12\x45\n\x0bInjectFault\x12\x1e.npudure.v1.InjectFaultRequest\x1a\x16.npudure.v1.NodeStatus\x12\x43\n\nSetServing\x12\x1d.npudure.v1.SetServingRequest\x1a\x16.npudure.v1.NodeStatus2\x84\x05\n\x07\x43luster\x12O\n\x10GetClusterStatus\x12 .npudure.v1.ClusterStatusRequest\x1a\x19.npudure.v1.ClusterStatus\x12N\n\x0eSetActiveNodes\x12!.npudure.v1.SetActiveNodesRequest\x1a\x19.npudure.v1.ClusterStatus\x12\x44\n\tSetPolicy\x12\x1c.npudure.v1.SetPolicyRequest\x1a\x19.npudure.v1.ClusterStatus\x12\x44\n\tDrainNode\x12\x1c.npudure.v1.DrainNodeRequest\x1a\x19.npudure.v1.ClusterStatus\x12I\n\rSetNodeCpuCap\x12 .npudure.v1.SetNodeCpuCapRequest\x1a\x16.npudure.v1.NodeStatus\x12;\n\x0c\x41\x63quireLease\x12\x18.npudure.v1.LeaseRequest\x1a\x11.npudure.v1.Lease\x12;\n\x0cReleaseLease\x12\x18.npudure.v1.LeaseRequest\x1a\x11.npudure.v1.Lease\x12\x37\n\x08GetRoute\x12\x18.npudure.v1.RouteRequest\x1a\x11.npudure.v1.Route\x12N\n\x0cReloadBoards\x12\x1f.npudure.v1.ReloadBoardsRequest\x1a\x1d.npudure.v1.ReloadBoardsReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dnpudure/proto/inference.proto\x12\nnpudure.v1\"x\n\x0cInferRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12&\n\x08\x65ncoding\x18\x02 \x01(\x0e\x32\x14.npudure.v1.Encoding\x12\r\n\x05\x66rame\x18\x03 \x01(\x0c\x12\r\n\x05width\x18\x04 \x01(\r\x12\x0e\n\x06height\x18\x05 \x01(\r\"k\n\tDetection\x12\x10\n\x08\x63lass_id\x18\x01 \x01(\r\x12\r\n\x05score\x18\x02 \x01(\x02\x12\n\n\x02x1\x18\x03 \x01(\x02\x12\n\n\x02y1\x18\x04 \x01(\x02\x12\n\n\x02x2\x18\x05 \x01(\x02\x12\n\n\x02y2\x18\x06 \x01(\x02\x12\r\n\x05label\x18\x07 \x01(\t\"\xc9\x02\n\x0bStageTiming\x12\x1a\n\x12scheduler_queue_us\x18\x01 \x01(\x04\x12\x10\n\x08route_us\x18\x02 \x01(\x04\x12\x1b\n\x13network_to_board_us\x18\x03 \x01(\x04\x12\x16\n\x0e\x62oard_queue_us\x18\x04 \x01(\x04\x12\x11\n\tdecode_us\x18\x05 \x01(\x04\x12\x15\n\rpreprocess_us\x18\x06 \x01(\x04\x12\x14\n\x0cinference_us\x18\x07 \x01(\x04\x12\x16\n\x0epostprocess_us\x18\x08 \x01(\x04\x12\x16\n\x0e\x62oard_total_us\x18\t \x01(\x04\x12\x1a\n\x12scheduler_total_us\x18\n \x01(\x04\x12\x14\n\x0cnpu_input_us\x18\x0b \x01(\x04\x12\x1c\n\x14network_to_client_us\x18\x0c \x01(\x04\x12\x17\n\x0f\x63lient_total_us\x18\r \x01(\x04\"\xba\x01\n\rInferResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12)\n\ndetections\x18\x02 \x03(\x0b\x32\x15.npudure.v1.Detection\x12\x0c\n\x04node\x18\x03 \x01(\t\x12\'\n\x06timing\x18\x04 \x01(\x0b\x32\x17.npudure.v1.StageTiming\x12\x0f\n\x07\x62\x61\x63kend\x18\x05 \x01(\t\x12\x10\n\x08\x65mulated\x18\x06 \x01(\x08\x12\x10\n\x08\x61ttempts\x18\x07 \x01(\r\"C\n\x07Reading\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\x05value\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\x0c\n\x04unit\x18\x03 \x01(\tB\x08\n\x06_value\"\xce\x01\n\tTelemetry\x12&\n\tthermal_c\x18\x01 \x03(\x0b\x32\x13.npudure.v1.Reading\x12)\n\x0c\x63pu_freq_mhz\x18\x02 \x03(\x0b\x32\x13.npudure.v1.Reading\x12 \n\x03npu\x18\x03 \x03(\x0b\x32\x13.npudure.v1.Reading\x12\x1a\n\x12process_cpu_user_s\x18\x04 \x01(\x01\x12\x1c\n\x14process_cpu_system_s\x18\x05 \x01(\x01\x12\x12\n\nsampled_at\x18\x06 \x01(\x01\"\x13\n\x11NodeStatusRequest\"\xbd\x05\n\nNodeStatus\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x02 \x01(\t\x12\x10\n\x08\x65mulated\x18\x03 \x01(\x08\x12\x15\n\ragent_version\x18\x04 \x01(\t\x12\x17\n\x0fruntime_version\x18\x05 \x01(\t\x12\x14\n\x0cmodel_sha256\x18\x06 \x01(\t\x12\x0f\n\x07\x62oot_id\x18\x07 \x01(\t\x12\x11\n\tnpu_cores\x18\x08 \x01(\r\x12\x11\n\tin_flight\x18\t \x01(\r\x12\x13\n\x0bqueue_depth\x18\n \x01(\r\x12\x14\n\x0cserved_total\x18\x0b \x01(\x04\x12\x14\n\x0c\x65rrors_total\x18\x0c \x01(\x04\x12\x13\n\x0b\x63pu_cap_mhz\x18\r \x01(\r\x12(\n\ttelemetry\x18\x0e \x01(\x0b\x32\x15.npudure.v1.Telemetry\x12\x14\n\x0chung_workers\x18\x0f \x01(\r\x12\x10\n\x08uptime_s\x18\x10 \x01(\x01\x12\x0f\n\x07serving\x18\x14 \x01(\x08\x12\x1b\n\x13not_serving_reasons\x18\x15 \x03(\t\x12\x0b\n\x03rps\x18\x16 \x01(\x01\x12\x13\n\x0butilization\x18\x17 \x01(\x01\x12\x0b\n\x03soc\x18( \x01(\t\x12\x14\n\x0c\x63pu_cap_note\x18) \x01(\t\x12\x1a\n\x12\x63ontext_recoveries\x18* \x01(\x04\x12\x1f\n\x17\x65mulation_model_s_total\x18\x1e \x01(\x01\x12 \n\x18\x65mulation_actual_s_total\x18\x1f \x01(\x01\x12\'\n\tstage_cpu\x18+ \x03(\x0b\x32\x14.npudure.v1.StageCpu\x12\x18\n\x10stage_cpu_frames\x18, \x01(\x04\x12\x19\n\x11loop_thread_cpu_s\x18- \x01(\x01\x12\x10\n\x08\x63ontexts\x18. \x01(\r\x12\x17\n\x0f\x63ontexts_source\x18/ \x01(\t\":\n\x08StageCpu\x12\r\n\x05stage\x18\x01 \x01(\t\x12\x0e\n\x06thread\x18\x02 \x01(\t\x12\x0f\n\x07seconds\x18\x03 \x01(\x01\"\x1f\n\x10SetCpuCapRequest\x12\x0b\n\x03mhz\x18\x01 \x01(\r\"6\n\x12InjectFaultRequest\x12 \n\x05\x66\x61ult\x18\x01 \x01(\x0e\x32\x11.npudure.v1.Fault\"$\n\x11SetServingRequest\x12\x0f\n\x07reasons\x18\x01 \x03(\t\"\xaa\x02\n\x0b\x42oardStatus\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12%\n\x05state\x18\x03 \x01(\x0e\x32\x16.npudure.v1.BoardState\x12\x11\n\tin_flight\x18\x04 \x01(\r\x12\x15\n\rmax_in_flight\x18\x05 \x01(\r\x12\x17\n\x0f\x65wma_service_ms\x18\x06 \x01(\x01\x12\x14\n\x0cserved_total\x18\x07 \x01(\x04\x12\x16\n\x0e\x66\x61ilures_total\x18\x08 \x01(\x04\x12\x1c\n\x14\x63onsecutive_failures\x18\t \x01(\r\x12+\n\x0blast_status\x18\n \x01(\x0b\x32\x16.npudure.v1.NodeStatus\x12\x19\n\x11last_status_age_s\x18\x0b \x01(\x01\"\x16\n\x14\x43lusterStatusRequest\"\xef\x01\n\rClusterStatus\x12\x0e\n\x06policy\x18\x01 \x01(\t\x12\'\n\x06\x62oards\x18\x02 \x03(\x0b\x32\x17.npudure.v1.BoardStatus\x12\x13\n\x0bqueue_depth\x18\x03 \x01(\r\x12\x13\n\x0bqueue_limit\x18\x04 \x01(\r\x12\x1d\n\x15\x63onnections_per_board\x18\x05 \x01(\r\x12\x14\n\x0clease_holder\x18\x06 \x01(\t\x12\x19\n\x11scheduler_version\x18\x07 \x01(\t\x12\x14\n\x0cserved_total\x18\x08 \x01(\x04\x12\x15\n\rretries_total\x18\t \x01(\x04\"&\n\x15SetActiveNodesRequest\x12\r\n\x05nodes\x18\x01 \x03(\t\"\"\n\x10SetPolicyRequest\x12\x0e\n\x06policy\x18\x01 \x01(\t\"/\n\x10\x44rainNodeRequest\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\r\n\x05\x64rain\x18\x02 \x01(\x08\"1\n\x14SetNodeCpuCapRequest\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x0b\n\x03mhz\x18\x02 \x01(\r\"-\n\x0cLeaseRequest\x12\x0e\n\x06holder\x18\x01 \x01(\t\x12\r\n\x05ttl_s\x18\x02 \x01(\x01\"-\n\x05Lease\x12\x0e\n\x06holder\x18\x01 \x01(\t\x12\x14\n\x0c\x65xpires_in_s\x18\x02 \x01(\x01\"\x0e\n\x0cRouteRequest\"=\n\nRouteBoard\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x10\n\x08resolved\x18\x03 \x01(\t\"\xb1\x01\n\x05Route\x12&\n\x06\x62oards\x18\x01 \x03(\x0b\x32\x16.npudure.v1.RouteBoard\x12\x0e\n\x06target\x18\x02 \x01(\t\x12\x1b\n\x13service_config_json\x18\x03 \x01(\t\x12\x0f\n\x07version\x18\x04 \x01(\t\x12\x0b\n\x03tls\x18\x05 \x01(\x08\x12\x19\n\x11max_message_bytes\x18\x06 \x01(\r\x12\x1a\n\x12refresh_interval_s\x18\x07 \x01(\x01\"\x15\n\x13ReloadBoardsRequest\"\xba\x01\n\x11ReloadBoardsReply\x12\r\n\x05\x61\x64\x64\x65\x64\x18\x01 \x03(\t\x12\x0f\n\x07removed\x18\x02 \x03(\t\x12\x0e\n\x06policy\x18\x03 \x01(\t\x12\x16\n\x0erestart_needed\x18\x04 \x03(\t\x12)\n\x06status\x18\x05 \x01(\x0b\x32\x19.npudure.v1.ClusterStatus\x12\x14\n\x0c\x61\x64min_tokens\x18\x06 \x01(\r\x12\x1c\n\x14revoked_certificates\x18\x07 \x01(\r*_\n\x08\x45ncoding\x12\x18\n\x14\x45NCODING_UNSPECIFIED\x10\x00\x12\x14\n\x10\x45NCODING_RAW_RGB\x10\x01\x12\x11\n\rENCODING_JPEG\x10\x02\x12\x10\n\x0c\x45NCODING_PNG\x10\x03*\'\n\x05\x46\x61ult\x12\x0e\n\nFAULT_NONE\x10\x00\x12\x0e\n\nFAULT_HANG\x10\x01*\x9c\x01\n\nBoardState\x12\x1b\n\x17\x42OARD_STATE_UNSPECIFIED\x10\x00\x12\x12\n\x0e\x42OARD_STATE_UP\x10\x01\x12\x14\n\x10\x42OARD_STATE_DOWN\x10\x02\x12\x18\n\x14\x42OARD_STATE_DRAINING\x10\x03\x12\x13\n\x0f\x42OARD_STATE_HOT\x10\x04\x12\x18\n\x14\x42OARD_STATE_INACTIVE\x10\x05\x32I\n\tInference\x12<\n\x05Infer\x12\x18.npudure.v1.InferRequest\x1a\x19.npudure.v1.InferResponse2\x99\x02\n\x04Node\x12\x42\n\tGetStatus\x12\x1d.npudure.v1.NodeStatusRequest\x1a\x16.npudure.v1.NodeStatus\x12\x41\n\tSetCpuCap\x12\x1c.npudure.v1.SetCpuCapRequest\x1a\x16.npudure.v1.NodeStatus\x12\x45\n\x0bInjectFault\x12\x1e.npudure.v1.InjectFaultRequest\x1a\x16.npudure.v1.NodeStatus\x12\x43\n\nSetServing\x12\x1d.npudure.v1.SetServingRequest\x1a\x16.npudure.v1.NodeStatus2\x84\x05\n\x07\x43luster\x12O\n\x10GetClusterStatus\x12 .npudure.v1.ClusterStatusRequest\x1a\x19.npudure.v1.ClusterStatus\x12N\n\x0eSetActiveNodes\x12!.npudure.v1.SetActiveNodesRequest\x1a\x19.npudure.v1.ClusterStatus\x12\x44\n\tSetPolicy\x12\x1c.npudure.v1.SetPolicyRequest\x1a\x19.npudure.v1.ClusterStatus\x12\x44\n\tDrainNode\x12\x1c.npudure.v1.DrainNodeRequest\x1a\x19.npudure.v1.ClusterStatus\x12I\n\rSetNodeCpuCap\x12 .npudure.v1.SetNodeCpuCapRequest\x1a\x16.npudure.v1.NodeStatus\x12;\n\x0c\x41\x63quireLease\x12\x18.npudure.v1.LeaseRequest\x1a\x11.npudure.v1.Lease\x12;\n\x0cReleaseLease\x12\x18.npudure.v1.LeaseRequest\x1a\x11.npudure.v1.Lease\x12\x37\n\x08GetRoute\x12\x18.npudure.v1.RouteRequest\x1a\x11.npudure.v1.Route\x12N\n\x0cReloadBoards\x12\x1f.npudure.v1.ReloadBoardsRequest\x1a\x1d.npudure.v1.ReloadBoardsReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'npudure.proto.inference_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_ENCODING']._serialized_start=3252
-  _globals['_ENCODING']._serialized_end=3347
-  _globals['_FAULT']._serialized_start=3349
-  _globals['_FAULT']._serialized_end=3388
-  _globals['_BOARDSTATE']._serialized_start=3391
-  _globals['_BOARDSTATE']._serialized_end=3547
+  _globals['_ENCODING']._serialized_start=3295
+  _globals['_ENCODING']._serialized_end=3390
+  _globals['_FAULT']._serialized_start=3392
+  _globals['_FAULT']._serialized_end=3431
+  _globals['_BOARDSTATE']._serialized_start=3434
+  _globals['_BOARDSTATE']._serialized_end=3590
   _globals['_INFERREQUEST']._serialized_start=45
   _globals['_INFERREQUEST']._serialized_end=165
   _globals['_DETECTION']._serialized_start=167
@@ -52,47 +52,47 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_NODESTATUSREQUEST']._serialized_start=1075
   _globals['_NODESTATUSREQUEST']._serialized_end=1094
   _globals['_NODESTATUS']._serialized_start=1097
-  _globals['_NODESTATUS']._serialized_end=1755
-  _globals['_STAGECPU']._serialized_start=1757
-  _globals['_STAGECPU']._serialized_end=1815
-  _globals['_SETCPUCAPREQUEST']._serialized_start=1817
-  _globals['_SETCPUCAPREQUEST']._serialized_end=1848
-  _globals['_INJECTFAULTREQUEST']._serialized_start=1850
-  _globals['_INJECTFAULTREQUEST']._serialized_end=1904
-  _globals['_SETSERVINGREQUEST']._serialized_start=1906
-  _globals['_SETSERVINGREQUEST']._serialized_end=1942
-  _globals['_BOARDSTATUS']._serialized_start=1945
-  _globals['_BOARDSTATUS']._serialized_end=2243
-  _globals['_CLUSTERSTATUSREQUEST']._serialized_start=2245
-  _globals['_CLUSTERSTATUSREQUEST']._serialized_end=2267
-  _globals['_CLUSTERSTATUS']._serialized_start=2270
-  _globals['_CLUSTERSTATUS']._serialized_end=2509
-  _globals['_SETACTIVENODESREQUEST']._serialized_start=2511
-  _globals['_SETACTIVENODESREQUEST']._serialized_end=2549
-  _globals['_SETPOLICYREQUEST']._serialized_start=2551
-  _globals['_SETPOLICYREQUEST']._serialized_end=2585
-  _globals['_DRAINNODEREQUEST']._serialized_start=2587
-  _globals['_DRAINNODEREQUEST']._serialized_end=2634
-  _globals['_SETNODECPUCAPREQUEST']._serialized_start=2636
-  _globals['_SETNODECPUCAPREQUEST']._serialized_end=2685
-  _globals['_LEASEREQUEST']._serialized_start=2687
-  _globals['_LEASEREQUEST']._serialized_end=2732
-  _globals['_LEASE']._serialized_start=2734
-  _globals['_LEASE']._serialized_end=2779
-  _globals['_ROUTEREQUEST']._serialized_start=2781
-  _globals['_ROUTEREQUEST']._serialized_end=2795
-  _globals['_ROUTEBOARD']._serialized_start=2797
-  _globals['_ROUTEBOARD']._serialized_end=2858
-  _globals['_ROUTE']._serialized_start=2861
-  _globals['_ROUTE']._serialized_end=3038
-  _globals['_RELOADBOARDSREQUEST']._serialized_start=3040
-  _globals['_RELOADBOARDSREQUEST']._serialized_end=3061
-  _globals['_RELOADBOARDSREPLY']._serialized_start=3064
-  _globals['_RELOADBOARDSREPLY']._serialized_end=3250
-  _globals['_INFERENCE']._serialized_start=3549
-  _globals['_INFERENCE']._serialized_end=3622
-  _globals['_NODE']._serialized_start=3625
-  _globals['_NODE']._serialized_end=3906
-  _globals['_CLUSTER']._serialized_start=3909
-  _globals['_CLUSTER']._serialized_end=4553
+  _globals['_NODESTATUS']._serialized_end=1798
+  _globals['_STAGECPU']._serialized_start=1800
+  _globals['_STAGECPU']._serialized_end=1858
+  _globals['_SETCPUCAPREQUEST']._serialized_start=1860
+  _globals['_SETCPUCAPREQUEST']._serialized_end=1891
+  _globals['_INJECTFAULTREQUEST']._serialized_start=1893
+  _globals['_INJECTFAULTREQUEST']._serialized_end=1947
+  _globals['_SETSERVINGREQUEST']._serialized_start=1949
+  _globals['_SETSERVINGREQUEST']._serialized_end=1985
+  _globals['_BOARDSTATUS']._serialized_start=1988
+  _globals['_BOARDSTATUS']._serialized_end=2286
+  _globals['_CLUSTERSTATUSREQUEST']._serialized_start=2288
+  _globals['_CLUSTERSTATUSREQUEST']._serialized_end=2310
+  _globals['_CLUSTERSTATUS']._serialized_start=2313
+  _globals['_CLUSTERSTATUS']._serialized_end=2552
+  _globals['_SETACTIVENODESREQUEST']._serialized_start=2554
+  _globals['_SETACTIVENODESREQUEST']._serialized_end=2592
+  _globals['_SETPOLICYREQUEST']._serialized_start=2594
+  _globals['_SETPOLICYREQUEST']._serialized_end=2628
+  _globals['_DRAINNODEREQUEST']._serialized_start=2630
+  _globals['_DRAINNODEREQUEST']._serialized_end=2677
+  _globals['_SETNODECPUCAPREQUEST']._serialized_start=2679
+  _globals['_SETNODECPUCAPREQUEST']._serialized_end=2728
+  _globals['_LEASEREQUEST']._serialized_start=2730
+  _globals['_LEASEREQUEST']._serialized_end=2775
+  _globals['_LEASE']._serialized_start=2777
+  _globals['_LEASE']._serialized_end=2822
+  _globals['_ROUTEREQUEST']._serialized_start=2824
+  _globals['_ROUTEREQUEST']._serialized_end=2838
+  _globals['_ROUTEBOARD']._serialized_start=2840
+  _globals['_ROUTEBOARD']._serialized_end=2901
+  _globals['_ROUTE']._serialized_start=2904
+  _globals['_ROUTE']._serialized_end=3081
+  _globals['_RELOADBOARDSREQUEST']._serialized_start=3083
+  _globals['_RELOADBOARDSREQUEST']._serialized_end=3104
+  _globals['_RELOADBOARDSREPLY']._serialized_start=3107
+  _globals['_RELOADBOARDSREPLY']._serialized_end=3293
+  _globals['_INFERENCE']._serialized_start=3592
+  _globals['_INFERENCE']._serialized_end=3665
+  _globals['_NODE']._serialized_start=3668
+  _globals['_NODE']._serialized_end=3949
+  _globals['_CLUSTER']._serialized_start=3952
+  _globals['_CLUSTER']._serialized_end=4596
 # @@protoc_insertion_point(module_scope)

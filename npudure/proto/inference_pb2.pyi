@@ -151,7 +151,7 @@ class NodeStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class NodeStatus(_message.Message):
-    __slots__ = ("node", "backend", "emulated", "agent_version", "runtime_version", "model_sha256", "boot_id", "npu_cores", "in_flight", "queue_depth", "served_total", "errors_total", "cpu_cap_mhz", "telemetry", "hung_workers", "uptime_s", "serving", "not_serving_reasons", "rps", "utilization", "soc", "cpu_cap_note", "context_recoveries", "emulation_model_s_total", "emulation_actual_s_total", "stage_cpu", "stage_cpu_frames", "loop_thread_cpu_s")
+    __slots__ = ("node", "backend", "emulated", "agent_version", "runtime_version", "model_sha256", "boot_id", "npu_cores", "in_flight", "queue_depth", "served_total", "errors_total", "cpu_cap_mhz", "telemetry", "hung_workers", "uptime_s", "serving", "not_serving_reasons", "rps", "utilization", "soc", "cpu_cap_note", "context_recoveries", "emulation_model_s_total", "emulation_actual_s_total", "stage_cpu", "stage_cpu_frames", "loop_thread_cpu_s", "contexts", "contexts_source")
     NODE_FIELD_NUMBER: _ClassVar[int]
     BACKEND_FIELD_NUMBER: _ClassVar[int]
     EMULATED_FIELD_NUMBER: _ClassVar[int]
@@ -180,6 +180,8 @@ class NodeStatus(_message.Message):
     STAGE_CPU_FIELD_NUMBER: _ClassVar[int]
     STAGE_CPU_FRAMES_FIELD_NUMBER: _ClassVar[int]
     LOOP_THREAD_CPU_S_FIELD_NUMBER: _ClassVar[int]
+    CONTEXTS_FIELD_NUMBER: _ClassVar[int]
+    CONTEXTS_SOURCE_FIELD_NUMBER: _ClassVar[int]
     node: str
     backend: str
     emulated: bool
@@ -208,7 +210,9 @@ class NodeStatus(_message.Message):
     stage_cpu: _containers.RepeatedCompositeFieldContainer[StageCpu]
     stage_cpu_frames: int
     loop_thread_cpu_s: float
-    def __init__(self, node: _Optional[str] = ..., backend: _Optional[str] = ..., emulated: _Optional[bool] = ..., agent_version: _Optional[str] = ..., runtime_version: _Optional[str] = ..., model_sha256: _Optional[str] = ..., boot_id: _Optional[str] = ..., npu_cores: _Optional[int] = ..., in_flight: _Optional[int] = ..., queue_depth: _Optional[int] = ..., served_total: _Optional[int] = ..., errors_total: _Optional[int] = ..., cpu_cap_mhz: _Optional[int] = ..., telemetry: _Optional[_Union[Telemetry, _Mapping]] = ..., hung_workers: _Optional[int] = ..., uptime_s: _Optional[float] = ..., serving: _Optional[bool] = ..., not_serving_reasons: _Optional[_Iterable[str]] = ..., rps: _Optional[float] = ..., utilization: _Optional[float] = ..., soc: _Optional[str] = ..., cpu_cap_note: _Optional[str] = ..., context_recoveries: _Optional[int] = ..., emulation_model_s_total: _Optional[float] = ..., emulation_actual_s_total: _Optional[float] = ..., stage_cpu: _Optional[_Iterable[_Union[StageCpu, _Mapping]]] = ..., stage_cpu_frames: _Optional[int] = ..., loop_thread_cpu_s: _Optional[float] = ...) -> None: ...
+    contexts: int
+    contexts_source: str
+    def __init__(self, node: _Optional[str] = ..., backend: _Optional[str] = ..., emulated: _Optional[bool] = ..., agent_version: _Optional[str] = ..., runtime_version: _Optional[str] = ..., model_sha256: _Optional[str] = ..., boot_id: _Optional[str] = ..., npu_cores: _Optional[int] = ..., in_flight: _Optional[int] = ..., queue_depth: _Optional[int] = ..., served_total: _Optional[int] = ..., errors_total: _Optional[int] = ..., cpu_cap_mhz: _Optional[int] = ..., telemetry: _Optional[_Union[Telemetry, _Mapping]] = ..., hung_workers: _Optional[int] = ..., uptime_s: _Optional[float] = ..., serving: _Optional[bool] = ..., not_serving_reasons: _Optional[_Iterable[str]] = ..., rps: _Optional[float] = ..., utilization: _Optional[float] = ..., soc: _Optional[str] = ..., cpu_cap_note: _Optional[str] = ..., context_recoveries: _Optional[int] = ..., emulation_model_s_total: _Optional[float] = ..., emulation_actual_s_total: _Optional[float] = ..., stage_cpu: _Optional[_Iterable[_Union[StageCpu, _Mapping]]] = ..., stage_cpu_frames: _Optional[int] = ..., loop_thread_cpu_s: _Optional[float] = ..., contexts: _Optional[int] = ..., contexts_source: _Optional[str] = ...) -> None: ...
 
 class StageCpu(_message.Message):
     __slots__ = ("stage", "thread", "seconds")

@@ -49,7 +49,10 @@ class Board:
     # ------------------------------------------------------------------ what policies read
     @property
     def parallelism(self) -> int:
-        return self.last_status.npu_cores if self.last_status and self.last_status.npu_cores else 1
+        """Frames the board serves at once: its contexts (older agents report only npu_cores, which was
+        their context count), 1 until it has reported."""
+        status = self.last_status
+        return (status.contexts or status.npu_cores or 1) if status else 1
 
     def expected_completion_s(self) -> float | None:
         """How long a request sent now (already counted in ``in_flight``) should take on this board: its

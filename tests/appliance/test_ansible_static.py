@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers.ansible import BIN, BOARDS_AND_SCHEDULER, ROOT, local_env, render, run_local_play
+from helpers.ansible import BIN, BOARDS_AND_SCHEDULER, ROOT, local_env, recap, render, run_local_play
 from helpers.role_scripts import load_role_script
 
 from npudure import config
@@ -318,6 +318,59 @@ def test_agent_config_carries_the_converted_models_names_and_size(tmp_path: Path
         config.AgentConfig, yaml.safe_load((plain / "board1-agent.yml").read_text()), "board1"
     )
     assert agent.class_names is None and agent.input_size is None
+
+
+def test_agent_contexts_and_core_mask_reach_the_config(tmp_path: Path) -> None:
+    """npudure_agent_contexts / _core_mask: auto by default, a number and a mask as written."""
+    out = render(tmp_path, "npudure_agent", "boards", ["agent.yml.j2"], {"npudure_backend": "rknn"})
+    agent = config.parse(config.AgentConfig, yaml.safe_load((out / "board1-agent.yml").read_text()), "board1")
+    assert (agent.contexts, agent.core_mask) == ("auto", "auto")
+    (tmp_path / "set").mkdir()
+    extra = {"npudure_backend": "rknn", "npudure_agent_contexts": "12", "npudure_agent_core_mask": "per_core"}
+    out = render(tmp_path / "set", "npudure_agent", "boards", ["agent.yml.j2"], extra)
+    agent = config.parse(config.AgentConfig, yaml.safe_load((out / "board1-agent.yml").read_text()), "board1")
+    assert (agent.contexts, agent.core_mask) == (12, "per_core")
+
+
+def test_the_agent_preflight_refuses_contexts_out_of_range_naming_them(tmp_path: Path) -> None:
+    hosts = tmp_path / "hosts.yml"
+    boards = {
+        "good": {"npudure_agent_contexts": 64},
+        "auto": {},
+        "zero": {"npudure_agent_contexts": 0},
+        "many": {"npudure_agent_contexts": "many"},
+        "mask": {"npudure_agent_core_mask": "core0"},
+    }
+    hosts.write_text(
+        yaml.safe_dump(
+            {"all": {"vars": {"ansible_connection": "local"}, "children": {"boards": {"hosts": boards}}}}
+        )
+    )
+    playbook = tmp_path / "preflight.yml"
+    playbook.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "hosts": "boards",
+                    "gather_facts": False,
+                    "tasks": [
+                        {
+                            "ansible.builtin.include_role": {
+                                "name": "npudure_agent",
+                                "tasks_from": "preflight.yml",
+                            }
+                        }
+                    ],
+                }
+            ]
+        )
+    )
+    done = run_local_play(tmp_path, hosts, playbook, {"npudure_backend": "sim"})
+    output = done.stdout + done.stderr
+    failed = {host for host, counters in recap(output).items() if counters.get("failed")}
+    assert failed == {"zero", "many", "mask"}, output
+    assert "contexts 0 (1-64 or auto)" in output and "contexts many (1-64 or auto)" in output
+    assert "core_mask core0 (auto, per_core, all)" in output
 
 
 def test_the_scheduler_is_handed_over_first_and_restarted_only_when_that_cannot_work() -> None:

@@ -41,7 +41,10 @@ BASE_SERVICE_S = 2 / 161.5  # the sim's calibration: 12.38 ms per frame per NPU 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[LocalCluster]:
-    with LocalCluster(boards=2, time_scale=TIME_SCALE, policy="least_inflight", npu_cores=NPU_CORES) as c:
+    # One context per core: the 16 inf/s above, whatever the emulator makes of more contexts per core.
+    with LocalCluster(
+        boards=2, time_scale=TIME_SCALE, policy="least_inflight", npu_cores=NPU_CORES, contexts=NPU_CORES
+    ) as c:
         yield c
 
 

@@ -28,8 +28,16 @@ from npudure.proto import inference_pb2_grpc as rpc
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "npudure" / "pyvenvs"
-# What runs on a board: the agent and its CLI, backends, affinity, and what they import.
-BOARD_PACKAGES = ("npudure.agent", "npudure.backends", "npudure.affinity")
+# What runs on a board: the agent and its CLI, backends, affinity, and what they import; and
+# `npudure bench contexts` (playbooks/benchmark.yml), with the agents and scheduler it starts there.
+BOARD_PACKAGES = (
+    "npudure.agent",
+    "npudure.backends",
+    "npudure.affinity",
+    "npudure.bench",
+    "npudure.bench.experiments",
+    "npudure.scheduler",
+)
 BOARD_MODULES = (
     "npudure.cli",
     "npudure.config",
@@ -42,6 +50,7 @@ BOARD_MODULES = (
     "npudure.service.runtime",
     "npudure.security.access",
     "npudure.client.status",
+    "npudure.lab.local",
 )
 # What the agent's tests below need besides the package (pytest-asyncio: their async tests).
 TEST_TOOLS = ("pytest>=8,<10", "pytest-timeout>=2.3,<3", "pytest-asyncio>=1.2,<2")

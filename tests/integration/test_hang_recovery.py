@@ -55,6 +55,7 @@ def test_agent_recovers_from_an_npu_hang_by_itself(tmp_path: Path) -> None:
                 "metrics_port": metrics_port,
                 "backend": "sim",
                 "npu_cores": 2,
+                "contexts": 2,  # two stuck frames hang every context
                 "hang_timeout_s": 1.0,
                 "hang_recovery_s": 1.5,
                 "affinity": {"sysfs_root": str(tmp_path / "no-sysfs")},

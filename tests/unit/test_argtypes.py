@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from npudure.argtypes import non_negative, positive, whole
+from npudure.argtypes import contexts, non_negative, positive, whole
 from npudure.cli import main
 
 
@@ -37,6 +37,7 @@ def test_a_value_out_of_range_is_refused_in_words(parse, text, says) -> None:
 
 def test_the_numbers_in_range_are_read_as_numbers() -> None:
     assert positive("2.5") == 2.5 and non_negative("0") == 0.0 and non_negative("1e3") == 1000.0
+    assert (contexts("1"), contexts("64"), contexts("auto")) == (1, 64, "auto")
 
 
 # Each of these once went on: `bench --repetitions 0` ended in a traceback, `bench local --concurrency 0`
@@ -65,6 +66,9 @@ REFUSED = [
     (["admin", "wait-idle", *TARGET, "--interval", "0"], "--interval", "must be above 0"),
     (["local", "--boards", "0"], "--boards", "must be 1 or more"),
     (["local", "--connections-per-board", "0"], "--connections-per-board", "must be 1 or more"),
+    (["local", "--contexts", "0"], "--contexts", "from 1 to 64, or auto (got 0)"),
+    (["local", "--contexts", "65"], "--contexts", "from 1 to 64, or auto (got 65)"),
+    (["local", "--contexts", "many"], "--contexts", "from 1 to 64, or auto (got many)"),
     (["lab", "up", "--boards", "0"], "--boards", "must be 1 or more"),
     (["lab", "up", "--arm64-boards", "-1"], "--arm64-boards", "must be 0 or more"),
     (["lab", "add", "--timeout", "0"], "--timeout", "must be above 0"),

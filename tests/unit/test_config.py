@@ -17,6 +17,15 @@ def test_valid_agent_config_defaults(tmp_path: Path) -> None:
     assert conf.listen == "0.0.0.0:50051"
     assert conf.postprocess.score_threshold == 0.25
     assert conf.postprocess.iou_threshold == 0.45
+    assert (conf.contexts, conf.core_mask) == ("auto", "auto")
+
+
+@pytest.mark.parametrize(
+    ("text", "contexts", "mask"), [("1", 1, "auto"), ("64", 64, "all"), ("auto", "auto", "per_core")]
+)
+def test_contexts_and_core_mask_are_read(tmp_path: Path, text: str, contexts: object, mask: str) -> None:
+    conf = cfg.load(cfg.AgentConfig, write(tmp_path, f"node_name: b1\ncontexts: {text}\ncore_mask: {mask}\n"))
+    assert (conf.contexts, conf.core_mask) == (contexts, mask)
 
 
 @pytest.mark.parametrize(
@@ -27,6 +36,12 @@ def test_valid_agent_config_defaults(tmp_path: Path) -> None:
         ("node_name: b1\nlisten: nope\n", ["listen", "host:port"]),
         ("backend: sim\n", ["node_name", "required"]),
         ("node_name: b1\nnpu_cores: 0\n", ["npu_cores", "greater than or equal to 1"]),
+        ("node_name: b1\ncontexts: 0\n", ["contexts", "from 1 to 64, or auto", "got 0"]),
+        ("node_name: b1\ncontexts: 65\n", ["contexts", "from 1 to 64, or auto"]),
+        ("node_name: b1\ncontexts: automatic\n", ["contexts", "or auto", "'automatic'"]),
+        ("node_name: b1\ncontexts: true\n", ["contexts", "or auto"]),
+        ("node_name: b1\ncontexts: 2.5\n", ["contexts", "or auto"]),
+        ("node_name: b1\ncore_mask: core0\n", ["core_mask", "'core0' is not allowed", "per_core"]),
         ("- a\n- b\n", ["mapping"]),
         ("node_name: [b1\n", ["not valid YAML"]),
     ],

@@ -41,6 +41,8 @@ field_names = st.sampled_from(
         "listen",
         "backend",
         "npu_cores",
+        "contexts",
+        "core_mask",
         "sim",
         "model",
         "queue_limit",

@@ -283,6 +283,15 @@ def test_an_unhealthy_fleet() -> None:
     ]  # fmt: skip
 
 
+def test_boards_that_answer_differently_fail_verify_with_check_answers_lines() -> None:
+    line = (
+        "npudure check-answers: b2 (10.0.0.2:50051): differs from the majority (2 of 3 boards) on 4 frame(s)"
+    )
+    rows = [row("b1"), row("b2"), scheduler_row(answers=[line])]
+    assert checks.verify_problems(rows) == [f"sched: {line}"]
+    assert checks.verify_problems([row("b1"), row("b2"), scheduler_row(answers=[])]) == []
+
+
 def test_no_rows() -> None:
     assert checks.verify_problems([]) == []
     assert checks.table([], VERIFY_COLUMNS) == [

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
-from npudure.backends import BackendError, create_backend
+from npudure.backends import BackendError, create_backend, memory
 from npudure.backends.onnx import OnnxBackend
 from npudure.config import AgentConfig, PostprocessConfig
 from npudure.model.build import ensure_model
@@ -121,3 +121,19 @@ def test_without_onnxruntime_says_how_to_install(monkeypatch, model) -> None:
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     with pytest.raises(BackendError, match=r"pip install 'npudure\[onnx\]'"):
         OnnxBackend(_config(str(model.path)))
+
+
+def test_contexts_sets_the_session_count_and_a_measured_session_must_fit(
+    model, monkeypatch, tmp_path
+) -> None:
+    three = create_backend(_config(str(model.path), npu_cores=1, contexts=3))
+    assert len(three.contexts) == 3
+    three.close()
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemAvailable: 1024 kB\n")  # 1 MiB: less than one YOLOv8n session
+    monkeypatch.setattr(memory, "MEMINFO", str(meminfo))
+    with pytest.raises(memory.ContextMemoryError) as info:
+        create_backend(_config(str(model.path), contexts=2))
+    text = str(info.value)
+    assert text.startswith("2 contexts need 2 x ") and "(the RSS growth of the first ONNX session)" in text
+    assert "1 already made" in text and "set contexts to 1 or fewer" in text

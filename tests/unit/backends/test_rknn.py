@@ -10,7 +10,7 @@ from typing import ClassVar
 import numpy as np
 import pytest
 
-from npudure.backends import BackendError, create_backend
+from npudure.backends import BackendError, create_backend, memory
 from npudure.backends import rknn as rknn_mod
 from npudure.backends.rknn import RknnBackend, read_librknnrt_version
 from npudure.config import AgentConfig
@@ -113,21 +113,55 @@ def test_without_the_toolkit_the_error_says_what_to_install(monkeypatch, model) 
     assert "never falls back" in text
 
 
-def test_one_context_per_core_with_its_mask(fake_rknnlite, model) -> None:
-    backend = create_backend(_config(model, cores=3))
+@pytest.mark.parametrize(
+    ("mode", "cores", "contexts", "masks"),
+    [
+        ("auto", 2, 8, [0] * 8),  # the runtime places each run: the reference's best
+        ("per_core", 3, 6, [1, 2, 4, 1, 2, 4]),  # context i on core i % cores
+        ("per_core", 2, 3, [1, 2, 1]),
+        ("all", 2, 3, [3, 3, 3]),  # NPU_CORE_0_1
+        ("all", 3, 2, [7, 7]),  # NPU_CORE_0_1_2 (the fake lacks the constant: its documented value)
+    ],
+)
+def test_one_rknnlite_per_context_with_the_configured_mask(
+    fake_rknnlite, model, mode: str, cores: int, contexts: int, masks: list[int]
+) -> None:
+    backend = create_backend(_config(model, cores=cores, contexts=contexts, core_mask=mode))
     assert isinstance(backend, RknnBackend)
-    assert [f.core_mask for f in fake_rknnlite.instances] == [1, 2, 4]
+    assert [f.core_mask for f in fake_rknnlite.instances] == masks
     assert all(f.loaded == str(model) for f in fake_rknnlite.instances)
-    assert len(backend.contexts) == 3
+    assert len(backend.contexts) == contexts
     assert backend.runtime_version == "rknnrt API: 2.3.2 (fake) DRV: rknnrt: 2.3.2 (fake)"
     assert len(backend.model_sha256) == 64
     backend.close()
     backend.close()  # idempotent: each context released exactly once
-    assert [f.released for f in fake_rknnlite.instances] == [1, 1, 1]
+    assert [f.released for f in fake_rknnlite.instances] == [1] * contexts
+
+
+def test_auto_takes_the_count_recorded_beside_the_model(fake_rknnlite, model) -> None:
+    model.with_name(model.name + ".json").write_text('{"input_size": 640, "contexts": 5}')
+    backend = create_backend(_config(model, cores=2))
+    assert len(backend.contexts) == 5
+    backend.close()
+
+
+def test_more_contexts_than_memory_holds_are_refused_before_any_is_made(
+    fake_rknnlite, model, monkeypatch, tmp_path
+) -> None:
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal: 4000000 kB\nMemAvailable: 204800 kB\n")  # 200 MiB
+    monkeypatch.setattr(memory, "MEMINFO", str(meminfo))
+    with pytest.raises(memory.ContextMemoryError) as info:
+        create_backend(_config(model, cores=2, contexts=8))
+    # 8 x (3 x 15 bytes + 32 MiB) = 256 MiB > 200 MiB: 6 fit.
+    assert str(info.value).startswith("8 contexts need 8 x 32 MiB (an estimate: 3 x the .rknn file + 32 MiB)")
+    assert "MemAvailable is 200 MiB" in str(info.value) and "set contexts to 6 or fewer" in str(info.value)
+    assert fake_rknnlite.instances == []
+    assert len(create_backend(_config(model, cores=2, contexts=6)).contexts) == 6
 
 
 def test_run_returns_the_planted_detection(fake_rknnlite, model) -> None:
-    backend = RknnBackend(_config(model, cores=2))
+    backend = RknnBackend(_config(model, cores=2, contexts=2))
     frame = np.random.default_rng(0).integers(0, 256, (640, 640, 3), dtype=np.uint8)
     result = backend.contexts[1].run(frame)
     np.testing.assert_allclose(result.detections, [PLANTED], atol=1e-3)
@@ -135,17 +169,17 @@ def test_run_returns_the_planted_detection(fake_rknnlite, model) -> None:
     assert data_format == ["nhwc"]
     assert inputs[0].shape == (1, 640, 640, 3) and inputs[0].dtype == np.uint8
     assert np.array_equal(inputs[0][0], frame)
-    assert fake_rknnlite.instances[0].inputs == []  # context 1 used its own core only
+    assert fake_rknnlite.instances[0].inputs == []  # context 1 used its own RKNNLite only
     assert result.inference_s >= 0 and result.postprocess_s > 0
     backend.close()
 
 
-def test_init_failure_names_core_code_and_causes_and_releases(fake_rknnlite, model) -> None:
+def test_init_failure_names_context_mask_code_and_causes_and_releases(fake_rknnlite, model) -> None:
     fake_rknnlite.init_ret = -6
     with pytest.raises(BackendError) as info:
-        RknnBackend(_config(model, cores=3))
+        RknnBackend(_config(model, cores=3, contexts=3, core_mask="per_core"))
     text = str(info.value)
-    assert "NPU core 1" in text and "returned -6" in text and "core_mask=2" in text
+    assert "NPU context 1" in text and "returned -6" in text and "core_mask=2" in text
     assert "Invalid RKNN model version" in text or "librknnrt.so is missing" in text
     assert "video and render groups" in text or "rknpu" in text
     # The contexts created so far are released; no third one was started.
@@ -154,8 +188,8 @@ def test_init_failure_names_core_code_and_causes_and_releases(fake_rknnlite, mod
 
 def test_load_failure_is_reported(fake_rknnlite, model) -> None:
     fake_rknnlite.load_ret = -1
-    with pytest.raises(BackendError, match=r"NPU core 0: load_rknn\(.*\) returned -1"):
-        RknnBackend(_config(model, cores=2))
+    with pytest.raises(BackendError, match=r"NPU context 0: load_rknn\(.*\) returned -1"):
+        RknnBackend(_config(model, cores=2, contexts=2))
 
 
 def test_model_checks_and_core_limit(fake_rknnlite, tmp_path, model) -> None:
@@ -195,12 +229,17 @@ def test_runtime_version_falls_back_to_the_library(fake_rknnlite, model, monkeyp
     backend.close()
 
 
-def test_a_hung_core_gets_a_new_context_on_the_same_core(fake_rknnlite, model) -> None:
-    backend = RknnBackend(_config(model, cores=3))
-    fresh = backend.new_context(2)
-    assert fake_rknnlite.instances[-1].core_mask == 4 and fake_rknnlite.instances[-1].loaded == str(model)
+@pytest.mark.parametrize(("mode", "mask"), [("per_core", 4), ("auto", 0)])
+def test_a_hung_context_is_remade_on_its_slots_mask(fake_rknnlite, model, mode: str, mask: int) -> None:
+    backend = RknnBackend(_config(model, cores=3, contexts=6, core_mask=mode))
+    fresh = backend.new_context(5)
+    assert fake_rknnlite.instances[-1].core_mask == mask and fake_rknnlite.instances[-1].loaded == str(model)
     assert fresh.run(np.zeros((640, 640, 3), dtype=np.uint8)).detections.shape[1] == 6
-    fake_rknnlite.init_ret = -1
-    with pytest.raises(BackendError, match="NPU core 1: a new context could not be made"):
-        backend.new_context(1)
+
+
+def test_a_context_that_cannot_be_remade_is_named_and_released(fake_rknnlite, model) -> None:
+    backend = RknnBackend(_config(model, cores=3, contexts=6, core_mask="per_core"))
+    fake_rknnlite.init_ret = -1  # the fake refuses NPU_CORE_1: slot 4 is on core 4 % 3 = 1
+    with pytest.raises(BackendError, match=r"NPU context 4: init_runtime\(core_mask=2\) returned -1"):
+        backend.new_context(4)
     assert fake_rknnlite.instances[-1].released == 1  # the failed one is released, not leaked

@@ -71,7 +71,8 @@ def _agent_check(tmp_path: Path, board: str, **fields: object):  # type: ignore[
 def test_agent_start_uses_every_core_and_refuses_too_many_with_exit_78(tmp_path: Path) -> None:
     ok = _agent_check(tmp_path, "rk3588")
     assert ok.returncode == 0, ok.stderr
-    assert "3 context(s)" in ok.stdout and "RK3588" in ok.stdout
+    # The sim emulates an RK3576: 8 contexts whatever the SoC, on the 3 NPU cores it found.
+    assert "8 context(s) (sim default" in ok.stdout and "RK3588 (3 NPU cores" in ok.stdout
     bad = _agent_check(tmp_path, "rk3576", npu_cores=3)
     assert bad.returncode == 78
     assert "Traceback" not in bad.stderr
