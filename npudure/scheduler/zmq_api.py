@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket as stdlib_socket
 import time
 import uuid
 from typing import Protocol
@@ -53,6 +54,18 @@ class Scheduler(Protocol):
     dispatch: Dispatcher
 
 
+def netlink_allowed() -> bool:
+    """Whether this process may open a netlink socket (a sandbox's RestrictAddressFamilies= can forbid
+    it). libzmq's bind resolves its address by listing the interfaces (getifaddrs, over netlink) and
+    aborts the whole process on the refusal, so this is asked first."""
+    try:
+        probe = stdlib_socket.socket(stdlib_socket.AF_NETLINK, stdlib_socket.SOCK_RAW, 0)  # NETLINK_ROUTE
+    except OSError:
+        return False
+    probe.close()
+    return True
+
+
 def zmq_endpoint(scheduler: SchedulerConfig, api: ZmqApiConfig) -> str:
     """``tcp://HOST:PORT`` this endpoint binds (``listen`` or the scheduler's listen host at ``port``)."""
     if api.listen:
@@ -80,6 +93,13 @@ class ZmqApi:
     # ------------------------------------------------------------------ lifecycle
     async def start(self, wait_for_port_s: float = 0.0) -> None:
         """Bind (retrying for up to ``wait_for_port_s`` while a predecessor still holds the port)."""
+        if not netlink_allowed():
+            raise ListenError(
+                f"cannot serve Frigate's zmq detector on {self.endpoint}: this process may not open a "
+                "netlink socket, which libzmq needs to bind (it lists the network interfaces, and aborts "
+                "the process when it cannot): allow AF_NETLINK (systemd RestrictAddressFamilies=) or "
+                "turn zmq_api off"
+            )
         socket = self._context.socket(zmq.ROUTER)
         socket.setsockopt(zmq.LINGER, 0)
         socket.setsockopt(zmq.MAXMSGSIZE, self.scheduler.config.max_message_bytes + HEADER_SLACK_BYTES)
