@@ -99,7 +99,8 @@ class SimConfig(_Strict):
     time_scale: float = Field(1.0, gt=0, le=1000)
     # Board CPU clock cap in MHz (the heterogeneity dial); null = no cap.
     cpu_cap_mhz: int | None = Field(None, ge=100, le=5000)
-    # Coefficient of variation of service time (lognormal), 0 = deterministic.
+    # Coefficient of variation of a frame's NPU time (lognormal), 0 = none. The CPU phase varies by the
+    # model's own spread whatever this says (npudure/backends/sim_npu.py).
     jitter_cv: float = Field(0.03, ge=0, le=1)
     seed: int = 0
     # SYNTHETIC detections: up to this many made-up boxes per frame, seeded by the frame's pixels (the

@@ -1,19 +1,19 @@
 """``sim``: an emulated RK3576 board. It does no real compute; every figure it feeds is emulated.
 
-The model (calibrated to the reference cluster's measurements, see docs/sim-model.md):
+The NPU is sim v2 (``npudure.backends.sim_npu``, docs/sim-model.md): ``npu_cores`` cores, one
+submission path they share and a CPU-side phase per inference that holds a context but no core,
+calibrated to the reference's contexts table (1 / 2 / 4 / 8 contexts -> 0.229 / 0.497 / 0.719 / 1.0 of
+161.5 inf/s, one core vs two 1.51x). Each phase's time is multiplied by:
 
-* ``npu_cores`` independent slots (2 on RK3576), each serving one frame at a time.
-* Service time per frame on one slot = ``BASE_SERVICE_S`` × ``cap_factor(cap)`` × ``time_scale`` ×
-  lognormal jitter (mean 1, coefficient of variation ``jitter_cv``).
-* ``BASE_SERVICE_S`` = 2 cores / 161.5 inf/s = 12.38 ms: the reference's local (no network)
-  throughput of one board, 161.5 inf/s on 2 NPU cores, split evenly over the cores.
-* ``cap_factor``: the reference's CPU-cap ladder, per-board latency spread with one board's CPU
-  clock capped (round robin, fan on): 2208 MHz → 1.12, 1608 → 1.18, 1200 → 1.33, 1008 → 1.79,
-  816 → 2.26, 600 → 3.93; linear in MHz between rungs, 3.93 below 600 and 1.12 at or above 2208.
-  No cap → 1.0. (The 1.12 at 2208, the RK3576's big-core maximum, is the spread the reference still
+* ``cap_factor(cap)``: the reference's CPU-cap ladder, per-board latency spread with one board's CPU
+  clock capped (round robin, fan on): 2208 MHz -> 1.12, 1608 -> 1.18, 1200 -> 1.33, 1008 -> 1.79,
+  816 -> 2.26, 600 -> 3.93; linear in MHz between rungs, 3.93 below 600 and 1.12 at or above 2208.
+  No cap -> 1.0. (The 1.12 at 2208, the RK3576's big-core maximum, is the spread the reference still
   measured at full clock; the model keeps it rather than rescale the ladder.)
-* ``time_scale`` stretches all service times so a 2-core test machine can host many emulated boards
-  without itself becoming the bottleneck (time_scale 10 → 16.15 inf/s per board).
+* ``time_scale``, so a 2-core test machine can host many emulated boards without itself becoming the
+  bottleneck (time_scale 10 -> 16.15 inf/s per board at 8 contexts);
+* lognormal jitter (mean 1): the CPU phase's own spread (``sim_npu.CPU_PHASE_CV``) and, on the NPU
+  phases, ``jitter_cv`` per frame; neither moves the mean throughput (the model is insensitive to them).
 
 * NPU input set: a real copy of the frame into the context's own input buffer (what handing a frame
   to NPU memory costs on the board's CPU), timed apart from inference.
@@ -26,9 +26,9 @@ frames still cross real gRPC sockets), and detections: it returns none, unless
 boxes seeded by the frame's pixels, never a model's output: they let box handling (the HTTP API's
 inverse letterbox, labels, thresholds) be checked end to end.
 
-It knows when it falls behind: each frame's modelled service time and the time the slot actually took
-(the sleep plus the wait to get a CPU and the GIL back) are summed into two cumulative counters the agent
-reports (``NodeStatus.emulation_model_s_total`` / ``emulation_actual_s_total``). On a saturated host the
+It knows when it falls behind: each frame's modelled time and the time it actually took (the sleeps
+plus the wait to get a CPU and the GIL back) are summed into two cumulative counters the agent reports
+(``NodeStatus.emulation_model_s_total`` / ``emulation_actual_s_total``). On a saturated host the
 actual total runs ahead of the model, so lag over any window = Δactual / Δmodel − 1, and the harness marks
 such a run invalid: an emulated board that is late measures the host, not the board.
 """
@@ -43,12 +43,10 @@ import zlib
 
 import numpy as np
 
+from npudure.backends import sim_npu
 from npudure.backends.base import INPUT_SIZE, NO_DETECTIONS, Backend, Context, ContextResult
 from npudure.config import SimConfig
 
-LOCAL_THROUGHPUT_INF_S = 161.5  # reference: one RK3576 board, 2 NPU cores, no network
-REFERENCE_CORES = 2
-BASE_SERVICE_S = REFERENCE_CORES / LOCAL_THROUGHPUT_INF_S
 MAX_HANG_S = 600.0
 
 # (cap MHz, per-board latency spread) from the reference cap ladder, ascending in MHz.
@@ -100,6 +98,13 @@ class _SimContext(Context):
         self._input: np.ndarray | None = None
         self.hung = False
 
+    def _jitter(self, cv: float) -> float:
+        """Lognormal, mean 1, coefficient of variation ``cv`` (1.0 when it is 0)."""
+        if cv <= 0:
+            return 1.0
+        sigma = math.sqrt(math.log1p(cv * cv))
+        return float(self._rng.lognormal(-sigma * sigma / 2, sigma))
+
     def run(self, image: np.ndarray) -> ContextResult:
         c0 = time.thread_time_ns()
         t0 = time.perf_counter()
@@ -108,15 +113,15 @@ class _SimContext(Context):
         np.copyto(self._input, image)
         npu_input_s = time.perf_counter() - t0
         c1 = time.thread_time_ns()
-        service = self._backend.mean_service_s()
-        cv = self._backend.config.jitter_cv
-        if cv > 0:
-            # Lognormal with mean 1 and the given coefficient of variation.
-            sigma = math.sqrt(math.log1p(cv * cv))
-            service *= float(self._rng.lognormal(-sigma * sigma / 2, sigma))
         start = time.perf_counter()
-        time.sleep(service)  # releases the GIL, as RKNNLite.inference() does
-        self._backend.record_service(service, time.perf_counter() - start)
+        scale = self._backend.phase_scale()
+        npu_jitter = self._jitter(self._backend.config.jitter_cv)
+        cpu_s = sim_npu.CPU_PHASE_S * scale * self._jitter(sim_npu.CPU_PHASE_CV)
+        time.sleep(cpu_s)  # releases the GIL, as RKNNLite.inference() does
+        model_s = cpu_s
+        model_s += self._backend.submission.serve(sim_npu.SUBMIT_S * scale * npu_jitter)
+        model_s += self._backend.cores.serve(sim_npu.CORE_S * scale * npu_jitter)
+        self._backend.record_service(model_s, time.perf_counter() - start)
         # An injected NPU hang: the call does not return until the fault is cleared (bounded).
         while self.hung and time.perf_counter() - start < MAX_HANG_S:
             time.sleep(0.05)
@@ -132,13 +137,17 @@ class SimBackend(Backend):
     name = "sim"
     emulated = True
 
-    def __init__(self, slots: int, config: SimConfig, npu_cores: int = 2) -> None:
+    def __init__(self, contexts: int, config: SimConfig, npu_cores: int = sim_npu.CALIBRATED_CORES) -> None:
         self.config = config
+        self.npu_cores = npu_cores
+        # Shared by every context of this board, and by those made to replace hung ones.
+        self.submission = sim_npu.SharedServer(1)
+        self.cores = sim_npu.SharedServer(npu_cores)
         self._cap = config.cpu_cap_mhz
         self._lock = threading.Lock()
         self._model_s_total = 0.0
         self._actual_s_total = 0.0
-        self._contexts: list[Context] = [_SimContext(self, i) for i in range(slots)]
+        self._contexts: list[Context] = [_SimContext(self, i) for i in range(contexts)]
         # Every context ever made, so FAULT_NONE also frees the calls of replaced ones.
         self._made: list[_SimContext] = list(self._contexts)  # type: ignore[arg-type]
 
@@ -148,7 +157,7 @@ class SimBackend(Backend):
 
     @property
     def runtime_version(self) -> str:
-        return "sim-rk3576-1 (emulated)"
+        return "sim-rk3576-2 (emulated)"
 
     @property
     def cpu_cap_mhz(self) -> int | None:
@@ -183,9 +192,14 @@ class SimBackend(Backend):
         with self._lock:
             return self._model_s_total, self._actual_s_total
 
+    def phase_scale(self) -> float:
+        """What every phase's time is multiplied by: the CPU cap's slow-down and the time scale."""
+        return cap_factor(self._cap) * self.config.time_scale
+
     def mean_service_s(self) -> float:
-        return BASE_SERVICE_S * cap_factor(self._cap) * self.config.time_scale
+        """One frame's model time with the board otherwise idle (a single context's latency)."""
+        return (sim_npu.CPU_PHASE_S + sim_npu.SUBMIT_S + sim_npu.CORE_S) * self.phase_scale()
 
     def capacity_inf_s(self) -> float:
-        """Throughput this emulated board can reach with every slot busy."""
-        return len(self._contexts) / self.mean_service_s()
+        """Mean throughput of this emulated board with every context busy (exact for the model)."""
+        return sim_npu.throughput_inf_s(len(self._contexts), self.npu_cores, self.phase_scale())

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from npudure import __version__
+from npudure.backends import sim_npu
 from npudure.bench import contexts_rule as rule
 from npudure.bench.fmt import f, table, text_table
 from npudure.bench.payloads import FrameSet
@@ -61,6 +62,7 @@ class Sweep:
         return {
             "backend": self.backend,
             "emulated_npu": self.emulated,
+            "emulation": sim_npu.CALIBRATION if self.emulated else None,
             "time_scale": self.time_scale if self.emulated else None,
             "model": self.model,
             "contexts": self.counts,

@@ -84,6 +84,9 @@ def write_report(
     ]
     backends = sorted({r["backend"] for r in summary["runs"]})
     lines.append(f"- backend: **{' / '.join(backends) or fmt.NA}**")
+    emulations = sorted({r["emulation"] for r in summary["runs"] if r.get("emulation")})
+    for emulation in emulations:
+        lines.append(f"- emulated NPU model: {emulation}")
     if manifest.get("interrupted"):
         lines.append(f"- ⚠ INTERRUPTED: {manifest['interrupted']} (runs completed before it are kept)")
     for p in manifest.get("restore_problems") or []:

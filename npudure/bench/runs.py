@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from npudure.backends import sim_npu
 from npudure.bench import stats, validity
 from npudure.bench.results import ResultDir, read_csv, read_json
 from npudure.bench.samples import STAGES, Samples
@@ -183,6 +184,8 @@ def summarize_run(run: RunData) -> dict[str, Any]:
         "backend": label,
         "backends": backends,
         "emulated": emulated,
+        # The model an emulated run measured (docs/sim-model.md): an emulated figure says what it is.
+        "emulation": sim_npu.CALIBRATION if emulated else None,
         "telemetry": telemetry,
         "generator_cpu": meta.get("generator_cpu"),
         "scheduler_cpu": meta.get("scheduler_cpu"),

@@ -32,6 +32,9 @@ from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
 
 EXIT_UNKNOWN_NODE = 3
+# The scheduler did not answer at all (after the handover retries): nothing is routed through it, so a
+# board's restart needs no drain (roles/npudure_agent/tasks/restart.yml takes this code so).
+EXIT_UNREACHABLE = 4
 Reply = TypeVar("Reply")  # what a wait polls: NodeStatus, ClusterStatus
 
 
@@ -46,6 +49,10 @@ class AdminError(Exception):
 def _rpc_error(target: str, what: str, exc: grpc.RpcError) -> AdminError:
     if exc.code() == grpc.StatusCode.NOT_FOUND:
         return AdminError(f"{target}: {exc.details()}", EXIT_UNKNOWN_NODE)
+    if exc.code() == grpc.StatusCode.UNAVAILABLE:
+        return AdminError(
+            f"{target}: {what}: the scheduler is not answering ({exc.details()})", EXIT_UNREACHABLE
+        )
     return AdminError(f"{target}: {what}: {exc.code().name}: {exc.details()}{security.tls_hint(exc)}")
 
 

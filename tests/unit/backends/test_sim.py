@@ -22,7 +22,8 @@ TOLERANCE = 0.15
 
 
 def test_one_board_serves_the_reference_local_throughput() -> None:
-    assert SimBackend(2, SimConfig()).capacity_inf_s() == pytest.approx(SEED_LOCAL_INF_S, rel=0.01)
+    """Seed: 161.5 inf/s local with 8 threads, each its own context (the sim's default count)."""
+    assert SimBackend(8, SimConfig()).capacity_inf_s() == pytest.approx(SEED_LOCAL_INF_S, rel=0.01)
 
 
 @pytest.mark.parametrize(("mhz", "spread"), SEED_RR_SPREAD.items())
@@ -82,6 +83,8 @@ def test_time_scale_and_runtime_cap_change_service_time() -> None:
     assert backend.mean_service_s() == pytest.approx(4 * base * cap_factor(816))
     start = time.perf_counter()
     result = backend.contexts[0].run(np.zeros((640, 640, 3), np.uint8))
-    assert time.perf_counter() - start >= backend.mean_service_s()  # a sleep never returns early
+    model, _ = backend.emulation_totals() or (0.0, 0.0)
+    assert model == pytest.approx(backend.mean_service_s(), rel=0.5)  # the CPU phase varies (cv 0.3)
+    assert time.perf_counter() - start >= model  # a sleep never returns early
     assert result.detections.shape == (0, 6)
     assert backend.emulated

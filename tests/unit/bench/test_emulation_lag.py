@@ -43,7 +43,8 @@ def test_sim_counts_modelled_and_achieved_service() -> None:
     for _ in range(3):
         backend.contexts[0].run(FRAME)
     model, actual = backend.emulation_totals() or (0.0, 0.0)
-    assert model == pytest.approx(3 * backend.mean_service_s())
+    # The NPU phases are exact (jitter_cv 0); the CPU phase keeps the model's own spread.
+    assert model == pytest.approx(3 * backend.mean_service_s(), rel=0.3)
     assert actual >= model  # a sleep never returns early
 
 

@@ -5,20 +5,10 @@ from __future__ import annotations
 import grpc
 import pytest
 from helpers.fake_clock import FakeClock
+from helpers.rpc_error import FakeRpcError as _Error
 
 from npudure.client.handover_retry import retrying
 from npudure.proto import contract
-
-
-class _Error(grpc.RpcError):
-    def __init__(self, code: grpc.StatusCode, details: str = "") -> None:
-        self._code, self._details = code, details
-
-    def code(self) -> grpc.StatusCode:
-        return self._code
-
-    def details(self) -> str:
-        return self._details
 
 
 def _calls(*outcomes):
