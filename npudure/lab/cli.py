@@ -8,7 +8,7 @@ from pathlib import Path
 
 from npudure.argtypes import positive, whole
 from npudure.bench.fmt import text_table
-from npudure.lab import timescale
+from npudure.lab import board_cpu, timescale
 from npudure.lab.host import LabError
 
 
@@ -54,6 +54,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "boards on 2 cores",
     )
     up.add_argument(
+        "--board-cpu",
+        choices=board_cpu.CHOICES,
+        default=board_cpu.HOST,
+        help="cap each board's CPU at what a real board's big cores are worth, divided by the time scale: "
+        "a72 (RK3576), a76 (RK3588), a PROJECTION from docs/board-cpu.md; host = uncapped (default)",
+    )
+    up.add_argument(
         "--inventory",
         type=Path,
         default=None,
@@ -96,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
                 keep_on_failure=args.keep_on_failure,
                 arm64_boards=args.arm64_boards,
                 time_scale=args.time_scale,
+                board_cpu=args.board_cpu,
             )
             return 0
         if args.lab_command == "add":

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from npudure.lab import board as boardmod
+from npudure.lab import board_cpu as board_cpu_mod
 from npudure.lab import image as imagemod
 from npudure.lab import inventory as invmod
 from npudure.lab import network as net
@@ -199,6 +200,7 @@ class Lab:
         keep_on_failure: bool = False,
         arm64_boards: int = 0,
         time_scale: float | None = None,
+        board_cpu: str = board_cpu_mod.HOST,
     ) -> list[net.Node]:
         """Build the image if needed, boot every machine, wait for sshd, write the inventory.
 
@@ -212,6 +214,9 @@ class Lab:
             raise LabError(f"--arm64-boards must be between 0 and the number of boards ({boards})")
         if time_scale is not None and not time_scale > 0:
             raise LabError(f"--time-scale must be a positive number (got {time_scale:g})")
+        if board_cpu not in board_cpu_mod.CHOICES:
+            choices = ", ".join(board_cpu_mod.CHOICES)
+            raise LabError(f"--board-cpu must be one of {choices} (got {board_cpu!r})")
         if time_scale is None:
             time_scale, why = timescale.pick(boards, os.cpu_count() or 1)
             log(f"emulated NPU {why}")
@@ -227,6 +232,7 @@ class Lab:
                 keep_on_failure,
                 arm64_boards,
                 time_scale,
+                board_cpu,
             )
 
     def _up(
@@ -240,6 +246,7 @@ class Lab:
         keep_on_failure: bool,
         arm64_boards: int = 0,
         time_scale: float = 1.0,
+        board_cpu: str = board_cpu_mod.HOST,
     ) -> list[net.Node]:
         nodes = net.plan_nodes(boards, scheduler_host)
         state = self._load()
@@ -252,10 +259,13 @@ class Lab:
             )
             if same and state.get("phase") == "up" and all(s.ssh_ok for s in self.status()):
                 log(f"the lab is already up with {boards} boards; reusing it")
-                if state.get("time_scale") != time_scale:  # the only setting a reuse may change
+                # The settings a reuse may change: the time scale, and with it the boards' CPU budget.
+                if state.get("time_scale") != time_scale or state.get("board_cpu", "host") != board_cpu:
                     state["time_scale"] = time_scale
+                    state["board_cpu"] = board_cpu
                     self._write_inventory(state, self.nodes, Path(state["inventory"]))
                     self._save(state)
+                    self._apply_board_cpu(state, log)
                 return self.nodes
             what = (
                 f"a lab with {state.get('boards')} boards (scheduler host: {state.get('scheduler_host')}, "
@@ -276,6 +286,7 @@ class Lab:
             "backend": backend,
             "arm64_boards": arm64_boards,
             "time_scale": time_scale,
+            "board_cpu": board_cpu,
             "nodes": [n.__dict__ for n in nodes],
             "inventory": str(inventory.resolve()),
             "created_dirs": [],
@@ -355,6 +366,7 @@ class Lab:
         self._write_inventory(state, nodes, inventory)
         state["phase"] = "up"
         self._save(state)
+        self._apply_board_cpu(state, log)
         log(
             f"lab up in {time.monotonic() - started:.1f} s: "
             + ", ".join(f"{n.name}={n.address}" for n in nodes)
@@ -486,6 +498,7 @@ class Lab:
             raise LabError(f"{node.name}: {exc} (boot logs: {saved})") from exc
         self._renew_hosts_files(grown)
         self._write_inventory(state, grown, Path(state["inventory"]))
+        self._apply_board_cpu(state, log, [node.name])
         log(
             f"{node.name} up at {node.address}, in the inventory's boards group ({state['inventory']}); "
             f"install it with site.yml (docs/operations.md, Add a board)"
@@ -667,8 +680,22 @@ class Lab:
     def set_link(self, name: str, up: bool) -> None:
         net.set_link(self.node(name), up)
 
+    def board_cpu_budget(self) -> float | None:
+        """The boards' CPU quota from the lab's --board-cpu profile (host CPUs), None when uncapped."""
+        state = self._load() or {}
+        return board_cpu_mod.budget(state.get("board_cpu"), state.get("time_scale", 1.0))
+
+    def _apply_board_cpu(self, state: dict, log: Log, names: Sequence[str] | None = None) -> None:
+        profile, scale = state.get("board_cpu"), state.get("time_scale", 1.0)
+        cap = board_cpu_mod.budget(profile, scale)
+        for name in names if names is not None else [n.name for n in self.boards]:
+            boardmod.set_cpu_quota(self.paths(name), cap)
+        if cap is not None or names is None:
+            log(board_cpu_mod.describe(profile, scale))
+
     def set_cpu_quota(self, name: str, fraction: float | None) -> None:
-        boardmod.set_cpu_quota(self.paths(name), fraction)
+        """Cap a board's CPU (a fault); None gives it back its budget (--board-cpu), not the whole host."""
+        boardmod.set_cpu_quota(self.paths(name), self.board_cpu_budget() if fraction is None else fraction)
 
     def status(self) -> list[NodeStatus]:
         out = []

@@ -117,6 +117,31 @@ def test_cpu_quota_is_set_on_the_boards_cgroup(lab):
     assert quota.read_text().strip() == "-1"
 
 
+def test_a_board_cpu_profile_caps_every_board_and_host_lifts_it(lab):
+    """`lab up --board-cpu a72` on the running lab (a reuse) caps both boards at the A72 projection /
+    the time scale; a slow-board fault's end gives the budget back; `--board-cpu host` lifts it."""
+    v1 = Path("/sys/fs/cgroup/cpu/npudure-lab")
+    v2 = Path("/sys/fs/cgroup/npudure-lab")
+
+    def quota(board: str) -> str:
+        if (v1 / board / "cpu.cfs_quota_us").exists():
+            return (v1 / board / "cpu.cfs_quota_us").read_text().strip()
+        return (v2 / board / "cpu.max").read_text().split()[0]
+
+    scale = yaml.safe_load(lab.inventory_path.read_text())["all"]["vars"]["npudure_agent_sim_time_scale"]
+    again = {"boards": 2, "scheduler_host": False, "time_scale": scale, "log": lambda _m: None}
+    expected = str(round(4 / 3.1 / scale * 100_000))
+    try:
+        lab.up(board_cpu="a72", **again)
+        assert [quota(b) for b in ("board1", "board2")] == [expected, expected]
+        lab.set_cpu_quota("board2", 0.01)
+        lab.set_cpu_quota("board2", None)
+        assert quota("board2") == expected
+    finally:
+        lab.up(board_cpu="host", **again)
+    assert quota("board1") in ("-1", "max")
+
+
 def test_reboot_comes_back_with_a_new_boot_id(lab):
     before = lab.boot_id("board2")
     lab.reboot("board2", timeout=90)

@@ -107,6 +107,43 @@ def test_the_labs_scheduler_serves_frigates_and_a_deepstack_clients_request_with
     assert from_library, "no box of this frame over 0.5: pick another seed"
 
 
+ZMQ_PORT = 5555  # roles/npudure_scheduler: npudure_scheduler_zmq_port
+
+
+def test_the_labs_scheduler_serves_frigates_zmq_detector_with_the_boxes_of_the_http_api(fleet) -> None:
+    """Frigate's own remote detector against the hardened scheduler unit across the lab's network: the
+    same picture as a raw tensor over zmq and as a PNG over the HTTP API gives the same boxes. (In the
+    sandbox libzmq's bind needs netlink: without AF_NETLINK the scheduler aborted at start.)"""
+    import requests
+    from helpers.deepstack_requests import png
+    from helpers.frigate import FrigateDetector
+
+    from npudure.vision.frames import synthetic_frame
+    from npudure.vision.labels import COCO80
+
+    side = 320
+    picture = synthetic_frame(2, side)
+    sched = fleet.lab.node("sched").address
+    # The patient client: the scheduler's deadline (2 s in the lab, 200 ms x its time scale) decides.
+    with FrigateDetector(f"tcp://{sched}:{ZMQ_PORT}", request_timeout_ms=10_000) as detector:
+        rows = detector.detect_raw(picture[None])
+        assert detector.timeouts == 0
+    rows = rows[rows[:, 1] > 0]
+    answer = requests.post(
+        f"http://{sched}:{HTTP_API_PORT}/v1/vision/detection",
+        files={"image": png(picture)},
+        data={"min_confidence": "0.01"},
+        timeout=10,
+    ).json()
+    preds = answer["predictions"]
+    assert len(rows) >= 1 and len(rows) == len(preds), (rows, preds)
+    for row, pred in zip(rows, preds, strict=True):  # both sorted by score, highest first
+        assert COCO80[int(row[0])] == pred["label"]
+        assert row[1] == pytest.approx(pred["confidence"], abs=1e-4)
+        corners = [pred["y_min"], pred["x_min"], pred["y_max"], pred["x_max"]]
+        assert row[2:] * side == pytest.approx(corners, abs=1.0)
+
+
 def _prometheus(fleet, path: str) -> dict:
     import requests
 
