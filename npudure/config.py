@@ -90,6 +90,11 @@ class ServerLimits(_Strict):
     # bound on a request body that stops arriving (gRPC has no per-stream body timeout).
     max_connection_age_s: float = Field(600.0, gt=0, le=86400)
     max_connection_age_grace_s: float = Field(30.0, ge=0, le=3600)
+    # Streaming calls (health Watch, route follow) open at once, all clients together and from one
+    # client address: each holds one of max_concurrent_rpcs while it lives, so a stream flood may take
+    # at most these, never the calls frames and status need (npudure/service/stream_cap.py).
+    max_streams: int = Field(64, ge=1, le=100_000)
+    max_streams_per_peer: int = Field(16, ge=1, le=100_000)
 
 
 class SimConfig(_Strict):

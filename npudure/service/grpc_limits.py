@@ -34,6 +34,7 @@ import grpc
 from npudure.config import ServerLimits
 from npudure.proto import contract
 from npudure.service.decoding import StrictDecoding, quiet_call_ended_errors
+from npudure.service.stream_cap import StreamCap
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +80,8 @@ def server(
     quiet_call_ended_errors()
     return grpc.aio.server(
         options=[*options, *server_options(limits, max_message_bytes)],
-        interceptors=(*interceptors, StrictDecoding()),
+        # The stream cap first: a refused stream costs no decoding and no peer check.
+        interceptors=(StreamCap(limits), *interceptors, StrictDecoding()),
         maximum_concurrent_rpcs=concurrent,
     )
 
