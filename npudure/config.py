@@ -195,6 +195,9 @@ class HttpApiConfig(_Strict):
     max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024, le=256 * 1024 * 1024)
     # Requests being read or inferred at once; beyond it HTTP 503 with Retry-After.
     max_concurrency: int = Field(64, ge=1, le=100000)
+    # Connections open at once (keep-alive ones too); beyond it a new one is answered 503 and closed.
+    # Keep it well under the service's LimitNOFILE (65536), which the gRPC port's connections share.
+    max_connections: int = Field(4096, ge=1, le=1_000_000)
     # Largest posted image, in pixels (width x height, read from its header; the boards decode it and
     # take at most 40 MP, npudure.vision.frames.MAX_IMAGE_PIXELS, whatever this says).
     max_image_pixels: int = Field(7680 * 4320, ge=1, le=200_000_000)

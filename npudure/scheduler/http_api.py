@@ -41,6 +41,7 @@ from npudure.scheduler.boards import Board
 from npudure.scheduler.dispatch import Dispatcher, DispatchError
 from npudure.scheduler.http_form import FieldTooLarge, boundary_of
 from npudure.scheduler.http_image import Header, ImageError, sniff
+from npudure.scheduler.http_site import CappedSite
 from npudure.scheduler.http_text import bounded, shown
 from npudure.scheduler.http_upload import BudgetExhausted, UnverifiedBytes, read_form
 from npudure.scheduler.metrics import SchedulerMetrics
@@ -149,7 +150,7 @@ class HttpApi:
     def __init__(self, scheduler: Scheduler, config: HttpApiConfig, reuse_port: bool = False) -> None:
         self.scheduler = scheduler
         self.reuse_port = reuse_port  # SO_REUSEPORT: the port is shared with a successor (handover)
-        self.site: web.TCPSite | None = None
+        self.site: CappedSite | None = None
         self.config = config
         self.api_key = read_api_key(config.api_key_file)
         self._key = None if self.api_key is None else self.api_key.encode()
@@ -191,8 +192,14 @@ class HttpApi:
         )
         await self.runner.setup()
         try:
-            self.site = web.TCPSite(
-                self.runner, host, port, ssl_context=context, backlog=1024, reuse_port=self.reuse_port or None
+            self.site = CappedSite(
+                self.runner,
+                host,
+                port,
+                self.config.max_connections,
+                self.scheduler.metrics.http_connections_refused.inc,
+                ssl_context=context,
+                reuse_port=self.reuse_port,
             )
             await self.site.start()
         except OSError as exc:

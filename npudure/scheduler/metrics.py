@@ -31,6 +31,11 @@ class SchedulerMetrics:
             registry=r,
         )
         self.retries = Counter("npudure_scheduler_retries", "Requests retried on another board", registry=r)
+        self.http_connections_refused = Counter(
+            "npudure_scheduler_http_connections_refused",
+            "HTTP API connections answered 503 and closed: http_api.max_connections were open",
+            registry=r,
+        )
         self.in_flight = Gauge(
             "npudure_scheduler_board_in_flight", "Requests in flight per board", ["board"], registry=r
         )
