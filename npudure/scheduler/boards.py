@@ -44,6 +44,9 @@ class Board:
     failures: int = 0
     last_status: pb.NodeStatus | None = None
     last_status_at: float = 0.0
+    # When a health check last got SERVING (monotonic): the board's own word that it is alive, which
+    # tells a request that ran out of time on a working board from a board that stopped answering.
+    serving_seen_at: float = 0.0
     _next_channel: int = 0
 
     # ------------------------------------------------------------------ what policies read
@@ -203,7 +206,10 @@ class BoardMonitor:
             if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
                 return "serving"
             return "unreachable"
-        return "serving" if reply.status == health_pb2.HealthCheckResponse.SERVING else "not_serving"
+        if reply.status != health_pb2.HealthCheckResponse.SERVING:
+            return "not_serving"
+        self.board.serving_seen_at = time.monotonic()
+        return "serving"
 
     async def poll_status(self) -> None:
         try:

@@ -32,8 +32,10 @@ log = logging.getLogger(__name__)
 # another. Everything else (INVALID_ARGUMENT for a bad frame or undecodable bytes — the agent parses them —,
 # RESOURCE_EXHAUSTED, FAILED_PRECONDITION, ...) is the request's fault: back to the client as is, no retry,
 # no penalty. Invariant: a request can never take a board out of rotation. A DEADLINE_EXCEEDED counts only
-# when the scheduler's own board_timeout_s bounded the attempt: a caller's shorter deadline (or a caller
-# cancelling, which cancels the forwarding task itself) is the caller's, never the board's.
+# when the scheduler's own board_timeout_s bounded the attempt and the board gave no sign of life while
+# it ran: a caller's shorter deadline (or a caller cancelling, which cancels the forwarding task itself)
+# is the caller's, and a board that answered its health checks SERVING meanwhile was working (an
+# expensive frame, a slow board): retried once elsewhere, never counted against it.
 BOARD_FAULTS = {
     grpc.StatusCode.UNAVAILABLE,
     grpc.StatusCode.DEADLINE_EXCEEDED,
@@ -198,6 +200,7 @@ class Dispatcher:
                 client_bound = remaining < self.config.board_timeout_s
                 timeout = min(self.config.board_timeout_s, remaining)
                 sent = time.perf_counter()
+                sent_at = time.monotonic()
                 reply = await board.next_call()(request, timeout=timeout)
                 call_s = time.perf_counter() - sent
             except grpc.aio.AioRpcError as exc:
@@ -214,7 +217,16 @@ class Dispatcher:
                         code, f"the caller's deadline passed while board {board.name} worked on it"
                     ) from None
                 last_error = f"board {board.name}: {code.name}: {exc.details()}"
-                board.record_failure(self.config.failure_threshold, last_error)
+                if code == grpc.StatusCode.DEADLINE_EXCEEDED and board.serving_seen_at > sent_at:
+                    # Alive meanwhile: a slow board or a costly request, not a dead one. No penalty;
+                    # tried once more elsewhere (a slow board's requests still get served).
+                    last_error = (
+                        f"board {board.name} did not finish it within board_timeout_s "
+                        f"({self.config.board_timeout_s:g} s) while answering its health checks "
+                        "(the request's cost or a slow board, not a board fault)"
+                    )
+                else:
+                    board.record_failure(self.config.failure_threshold, last_error)
                 exclude = exclude | {board}
                 if attempt < MAX_ATTEMPTS and deadline - time.monotonic() > 0.01:
                     self.retries += 1

@@ -52,6 +52,8 @@ class FakeBoard:
                     await asyncio.Event().wait()
                 if action == "wait":
                     await self.release.wait()
+                if callable(action):  # a step of the test's own, run as the board works
+                    action = action()
                 if isinstance(action, grpc.aio.AioRpcError):
                     raise action
                 await asyncio.sleep(0.002)  # longer than the board time it reports
@@ -234,6 +236,25 @@ async def test_a_deadline_the_board_timeout_set_counts_against_the_board() -> No
     fakes[0].script = fakes[1].script = [rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED, "late")]
     reply = pb.InferResponse.FromString(await d.forward(b"frame", FAR))
     assert reply.attempts == 2 and sum(b.failures for b in boards) == 1
+
+
+async def test_a_board_that_answered_its_health_checks_is_not_faulted_by_a_slow_request() -> None:
+    """An expensive frame (a PNG bomb) outlasting board_timeout_s on boards whose health checks say
+    SERVING meanwhile is the request's failure: tried once elsewhere (a slow board's requests still get
+    served), and counted against neither board."""
+    d, boards, fakes = make_dispatcher(2)
+
+    def alive_then_late() -> grpc.aio.AioRpcError:
+        for board in boards:
+            board.serving_seen_at = time.monotonic()
+        return rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED, "late")
+
+    fakes[0].script = fakes[1].script = [alive_then_late, alive_then_late]
+    with pytest.raises(DispatchError) as info:
+        await d.forward(b"frame", FAR)
+    assert info.value.code == grpc.StatusCode.DEADLINE_EXCEEDED and "not a board fault" in str(info.value)
+    assert [b.failures for b in boards] == [0, 0] and [b.consecutive_failures for b in boards] == [0, 0]
+    assert sum(f.calls for f in fakes) == 2 and in_flight(boards) == [0, 0]
 
 
 async def test_a_request_that_cannot_finish_before_its_deadline_is_not_started() -> None:
