@@ -94,6 +94,9 @@ class ServerLimits(_Strict):
     # client address: each holds one of max_concurrent_rpcs while it lives, so a stream flood may take
     # at most these, never the calls frames and status need (npudure/service/stream_cap.py).
     max_streams: int = Field(64, ge=1, le=100_000)
+    # With max_concurrent_rpcs null: the share of the host's RAM that request bodies in flight may
+    # hold at most (calls at once <= this x RAM / max_message_bytes; npudure/service/grpc_limits.py).
+    body_memory_fraction: float = Field(0.25, gt=0, le=1)
     max_streams_per_peer: int = Field(16, ge=1, le=100_000)
 
 

@@ -65,6 +65,43 @@ def server_options(limits: ServerLimits, max_message_bytes: int) -> list[tuple[s
     ]
 
 
+def mem_total_bytes(meminfo: Path = Path("/proc/meminfo")) -> int | None:
+    """The host's RAM (MemTotal), None where /proc/meminfo is unreadable."""
+    try:
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def call_cap(
+    limits: ServerLimits, max_message_bytes: int, request_queue: int, mem_total: int | None = None
+) -> int:
+    """Calls at once when the config names none: the request queue plus CONTROL_CALLS, but no more
+    than the memory budget's worth of bodies (``limits.body_memory_fraction`` of the host's RAM /
+    ``max_message_bytes``): unfinished bodies then hold at most the budget, not calls x message size
+    (390 MB promised and never sent grew a scheduler by 346 MiB), on a 2 GiB board as on a server.
+    Never below CONTROL_CALLS: control calls carry small messages."""
+    wanted = request_queue + CONTROL_CALLS
+    total = mem_total if mem_total is not None else mem_total_bytes()
+    if total is None:
+        return wanted
+    by_memory = int(total * limits.body_memory_fraction) // max(1, max_message_bytes)
+    if by_memory < wanted:
+        log.warning(
+            "calls at once capped at %d (not %d): %.0f%% of this host's %d MiB RAM holds that many "
+            "%d MiB bodies (limits.body_memory_fraction; or set limits.max_concurrent_rpcs)",
+            max(CONTROL_CALLS, by_memory),
+            wanted,
+            limits.body_memory_fraction * 100,
+            total >> 20,
+            max_message_bytes >> 20,
+        )
+    return max(CONTROL_CALLS, min(wanted, by_memory))
+
+
 def server(
     limits: ServerLimits,
     max_message_bytes: int,
@@ -76,7 +113,7 @@ def server(
 
     ``options`` come first and ours override them (C-core keeps the last value of a repeated key).
     """
-    concurrent = limits.max_concurrent_rpcs or request_queue + CONTROL_CALLS
+    concurrent = limits.max_concurrent_rpcs or call_cap(limits, max_message_bytes, request_queue)
     quiet_call_ended_errors()
     return grpc.aio.server(
         options=[*options, *server_options(limits, max_message_bytes)],

@@ -60,3 +60,31 @@ def test_options_carry_every_limit() -> None:
     assert options["grpc.max_connection_idle_ms"] == 300_000
     assert options["grpc.max_connection_age_ms"] == 600_000
     assert options["grpc.http2.max_ping_strikes"] == 2
+
+
+MIB = 1 << 20
+
+
+def test_a_big_host_keeps_the_queues_call_count() -> None:
+    limits = ServerLimits()
+    assert grpc_limits.call_cap(limits, 4 * MIB, 1048, mem_total=24 << 30) == 1048 + grpc_limits.CONTROL_CALLS
+
+
+def test_a_small_board_caps_calls_at_its_memory_budget() -> None:
+    """2 GiB, a quarter for bodies, 4 MiB each: 128 calls, not 194 (unfinished bodies <= 512 MiB)."""
+    limits = ServerLimits()
+    cap = grpc_limits.call_cap(limits, 4 * MIB, 66, mem_total=2 << 30)
+    assert cap == 128 and cap * 4 * MIB <= (2 << 30) * limits.body_memory_fraction
+
+
+def test_the_cap_never_falls_below_the_control_calls() -> None:
+    assert (
+        grpc_limits.call_cap(ServerLimits(), 64 * MIB, 1000, mem_total=1 << 30) == grpc_limits.CONTROL_CALLS
+    )
+
+
+def test_ram_is_read_from_meminfo(tmp_path: Path) -> None:
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       24576000 kB\nMemFree: 1 kB\n")
+    assert grpc_limits.mem_total_bytes(meminfo) == 24576000 * 1024
+    assert grpc_limits.mem_total_bytes(tmp_path / "absent") is None
