@@ -38,7 +38,7 @@ def render(tmp_path: Path, extra: dict, mounts: list[dict] | None = None) -> Pat
         tmp_path,
         "npudure_monitoring",
         "scheduler",
-        ["prometheus.yml.j2", "prometheus.default.j2", "alertmanager.yml.j2"],
+        ["prometheus.yml.j2", "prometheus.default.j2", "alertmanager.yml.j2", "alertmanager.default.j2"],
         {**extra, "_npudure_monitoring_mounts": mounts or []},
         inventory=inventory,
         per_host=False,
@@ -72,6 +72,12 @@ def test_scrape_config_from_the_inventory_with_mutual_tls(tmp_path: Path) -> Non
     # 25 % of the 8 GiB free on /var/lib, the filesystem that holds /var/lib/prometheus/metrics2.
     args = (out / "prometheus.default").read_text()
     assert "--storage.tsdb.retention.size=2048MB" in args and "--storage.tsdb.retention.time=30d" in args
+    # On an mTLS fleet the monitoring plane (plain HTTP, no auth) listens on loopback only.
+    assert "--web.listen-address=127.0.0.1:9090" in args
+    assert (
+        "--web.listen-address=127.0.0.1:9093 --cluster.listen-address="
+        in (out / "alertmanager.default").read_text()
+    )
 
 
 def test_plain_http_explicit_retention_and_alertmanager(tmp_path: Path) -> None:
@@ -92,6 +98,7 @@ def test_plain_http_explicit_retention_and_alertmanager(tmp_path: Path) -> None:
     assert all("tls_config" not in job for job in config["scrape_configs"])
     assert config["alerting"]["alertmanagers"] == [{"static_configs": [{"targets": ["127.0.0.1:9093"]}]}]
     assert "--storage.tsdb.retention.size=6GB" in (out / "prometheus.default").read_text()
+    assert "--web.listen-address=0.0.0.0:9090" in (out / "prometheus.default").read_text()
     alertmanager = yaml.safe_load((out / "alertmanager.yml").read_text())
     assert alertmanager["receivers"] == [
         {
