@@ -184,7 +184,7 @@ class CheckResult:
             found.append(f"detections disagree (match rate {self.match_rate:.1%} < {MIN_MATCH_RATE:.0%})")
         for cid in self.failing_classes():
             rate = self.class_rate(cid)
-            found.append(f"class {self._class_label(cid)} disagrees ({rate:.0%} < {MIN_MATCH_RATE:.0%})")
+            found.append(f"class {self._class_label(cid)} disagrees ({rate:.1%} < {MIN_MATCH_RATE:.0%})")
         for o in self.outputs:
             if o.failed:
                 found.append(
@@ -194,28 +194,28 @@ class CheckResult:
         return found
 
     def advice(self) -> list[str]:
-        """The next steps when the check failed: the likely cause first, then what to try."""
+        """The next steps when the check failed, the likeliest first."""
         if self.passed or self.problem:
             return []
-        steps = []
         if self.onnx_detections == 0:
+            return ["lower --check-threshold, or check with frames that show your classes (--images DIR)"]
+        steps = []
+        spoiled = [o for o in self.outputs if o.failed]
+        if spoiled:
+            layers = ", ".join(dict.fromkeys(o.name or f"output {o.index}" for o in spoiled))
             steps.append(
-                "lower --check-threshold, or check with frames that show your classes (--images DIR)"
+                f"keep the layers feeding {layers} out of INT8 with rknn-toolkit2's hybrid quantisation "
+                "(hybrid_quantization_step1 custom_hybrid, by hand: docs/model.md)"
             )
-            return steps
         if not self.users_scenes:
             steps.append(
                 "calibrate and check on your own scenes: --images DIR with 50+ frames from your cameras "
-                "(the generic photographs were used, which your model was not trained on)"
+                "(generic photographs were used)"
             )
-        steps.append("calibrate on more frames: --calib-count 100 (with --images DIR)")
-        spoiled = [o for o in self.outputs if o.failed]
-        if spoiled:
-            layers = ", ".join(sorted({o.name or f"output {o.index}" for o in spoiled}))
-            steps.append(
-                f"keep the layer producing {layers} out of INT8 with rknn-toolkit2's hybrid quantisation "
-                "(hybrid_quantization_step1/2; docs/model.md)"
-            )
+        steps.append(
+            "calibrate on more frames: --calib-count 100"
+            + ("" if self.users_scenes else " with --images DIR")
+        )
         return steps
 
 
