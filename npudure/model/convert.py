@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -32,10 +33,16 @@ from npudure.vision import frames
 from npudure.vision.frames import INPUT_SIZE, synthetic_frame
 from npudure.vision.labels import NamesError, parse_names, resolve_names
 
+if TYPE_CHECKING:
+    from npudure.model.simcheck import CheckResult
+
 PLATFORMS = ("rk3576", "rk3588")
-META_FORMAT = 2  # 2: num_classes, names, input_size, source_layout
+META_FORMAT = 3  # 2: num_classes, names, input_size, source_layout; 3: check_set
 CALIB_FRAMES = 20
-CHECK_FRAMES = 4
+# The check judges detections on at least this many frames when it has to use generic ones, and on
+# all of --images (up to MAX_IMAGE_CHECK_FRAMES: the simulator's outputs are held in memory).
+CHECK_FRAMES = 50
+MAX_IMAGE_CHECK_FRAMES = 200
 CALIB_FIRST_SEED = 2 * 10**9  # far from the seeds tests, benches and the model's own calibration use
 CHECK_FIRST_SEED = 3 * 10**9
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
@@ -61,6 +68,17 @@ class ConvertResult:
     sim_outputs: Path | None  # the simulator's outputs on the check frames (.npz), if run
     check_frames: np.ndarray | None
     converted: Path | None = None  # the ONNX the toolkit was given (the rewrite of a standard export)
+    check: CheckFrames | None = None
+
+
+@dataclass(frozen=True)
+class CheckFrames:
+    """The simulator check's frames, where they came from and whether they are the user's scenes."""
+
+    frames: np.ndarray
+    key: str  # in the record: a changed set means a new check
+    source: str  # a phrase for the report
+    users_scenes: bool
 
 
 @dataclass(frozen=True)
@@ -169,12 +187,7 @@ def npu_graph(source: SourceModel, target: Path) -> Path:
     return out
 
 
-def load_images(
-    folder: Path, limit: int | None = None, size: int = INPUT_SIZE
-) -> tuple[list[np.ndarray], str]:
-    """The user's images letterboxed to size x size RGB uint8 (as YOLOv8 sees them), and the files' digest."""
-    from PIL import Image, UnidentifiedImageError
-
+def image_files(folder: Path) -> list[Path]:
     if not folder.is_dir():
         raise ConvertError(f"--images {folder}: no such folder", EX_NOINPUT)
     files = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
@@ -182,7 +195,20 @@ def load_images(
         raise ConvertError(
             f"--images {folder}: no {'/'.join(s[1:] for s in IMAGE_SUFFIXES)} files in it", EX_NOINPUT
         )
-    files = files[:limit] if limit else files
+    return files
+
+
+def load_images(
+    folder: Path, limit: int | None = None, size: int = INPUT_SIZE
+) -> tuple[list[np.ndarray], str]:
+    """The user's images letterboxed to size x size RGB uint8 (as YOLOv8 sees them), and the files'
+    digest. With ``limit``, that many spread evenly over the sorted names (a camera's files sort by
+    time: the first ones would all be one moment)."""
+    from PIL import Image, UnidentifiedImageError
+
+    files = image_files(folder)
+    if limit and limit < len(files):
+        files = [files[i] for i in np.linspace(0, len(files) - 1, limit).round().astype(int)]
     digest = hashlib.sha256()
     images = []
     for f in files:
@@ -210,25 +236,48 @@ def calibration_set(images: Path | None, count: int, size: int = INPUT_SIZE) -> 
     return [synthetic_frame(CALIB_FIRST_SEED + i, size) for i in range(count)], key
 
 
-def check_set(images: Path | None, count: int, size: int = INPUT_SIZE) -> np.ndarray:
-    """Frames for the simulator check: the user's images when given (they are what matters), else the
-    held-out real photographs, else seeded synthetic frames."""
+def check_frames_for(images: Path | None, count: int | None, size: int = INPUT_SIZE) -> CheckFrames:
+    """Frames for the simulator check: all of the user's images when given (up to
+    MAX_IMAGE_CHECK_FRAMES, or ``count``): they are what matters; else ``count`` (default
+    CHECK_FRAMES) held-out generic photographs, else seeded synthetic frames."""
     from npudure.model import photos
 
     if images is not None:
-        frames, _ = load_images(images, count, size)
-    elif photos.version() is not None:
+        available = len(image_files(images))
+        frames, digest = load_images(images, min(count or MAX_IMAGE_CHECK_FRAMES, available), size)
+        n = len(frames)
+        source = f"{n} of your images (--images {images}" + (
+            f", spread over {available})" if n < available else ")"
+        )
+        return CheckFrames(np.stack(frames), f"images:{digest[:16]}:{n}", source, True)
+    count = count or CHECK_FRAMES
+    if photos.version() is not None:
         frames = photos.check_photos(count, size)
+        source = (
+            f"{count} generic photographs ({DEFAULT_CHECK_SOURCE}): they show how faithful the INT8 model "
+            "is on everyday scenes, not on your cameras' - pass --images DIR with your scenes"
+        )
+        key = f"photos:{photos.DISTRIBUTION}-{photos.version()}:{count}"
     else:
         frames = [synthetic_frame(CHECK_FIRST_SEED + i, size) for i in range(count)]
-    return np.stack(frames)
+        source = f"{count} seeded synthetic frames (no photographs installed): pass --images DIR with yours"
+        key = f"seeded:{CHECK_FIRST_SEED}:{count}"
+    return CheckFrames(np.stack(frames), key + ("" if size == INPUT_SIZE else f":{size}"), source, False)
+
+
+DEFAULT_CHECK_SOURCE = "4 held-out scikit-image photos, their mirrors and seeded crops"
+
+
+def check_set(images: Path | None, count: int | None, size: int = INPUT_SIZE) -> np.ndarray:
+    """The check's frames alone (see :func:`check_frames_for`)."""
+    return check_frames_for(images, count, size).frames
 
 
 def default_output(onnx: Path, platform: str, out_dir: Path | None) -> Path:
     return (out_dir or onnx.parent) / f"{onnx.stem}-{platform}.rknn"
 
 
-def _reusable(target: Path, want: dict, check_frames: int) -> bool:
+def _reusable(target: Path, want: dict, check: CheckFrames | None) -> bool:
     meta = read_meta(target)
     if not meta or not target.is_file():
         return False
@@ -236,7 +285,7 @@ def _reusable(target: Path, want: dict, check_frames: int) -> bool:
         return False
     if meta.get("rknn_sha256") != sha256_file(target):
         return False
-    return check_frames == 0 or (meta.get("check_frames") == check_frames and sim_path(target).is_file())
+    return check is None or (meta.get("check_set") == check.key and sim_path(target).is_file())
 
 
 def convert(
@@ -246,21 +295,23 @@ def convert(
     *,
     images: Path | None = None,
     calib_count: int = CALIB_FRAMES,
-    check_frames: int = CHECK_FRAMES,
+    check_frames: int | None = None,
     force: bool = False,
     venv: Path | None = None,
     log: Log = print,
 ) -> ConvertResult:
-    """Convert (or reuse) one platform's .rknn; with ``check_frames`` also run the simulator on them."""
+    """Convert (or reuse) one platform's .rknn, and run the simulator on the check frames: ``None``
+    for the default (all of ``images``, else CHECK_FRAMES generic ones), 0 to skip."""
     if platform not in PLATFORMS:
         raise ConvertError(f"unknown platform {platform!r}; use one of: {', '.join(PLATFORMS)}", EX_USAGE)
-    if calib_count < 1 or check_frames < 0:
+    if calib_count < 1 or (check_frames is not None and check_frames < 0):
         raise ConvertError("--calib-count must be 1 or more and --check-frames 0 or more", EX_USAGE)
     source = inspect_source(onnx)
     onnx_sha = source.sha256
     target = out or default_output(onnx, platform, None)
     calib, calib_key = calibration_set(images, calib_count, source.input_size)
-    frames = check_set(images, check_frames, source.input_size) if check_frames else None
+    check = None if check_frames == 0 else check_frames_for(images, check_frames, source.input_size)
+    frames = check.frames if check is not None else None
     try:
         toolkit = tk.ensure_toolkit(venv, log=log)
     except tk.ToolkitError as exc:
@@ -283,9 +334,9 @@ def convert(
     def outcome(meta: dict, cached: bool) -> ConvertResult:
         # A reused file and a fresh build are described alike: only the record and the flag differ.
         sims = sim_path(target) if frames is not None else None
-        return ConvertResult(target, meta, cached, time.monotonic() - started, sims, frames, graph)
+        return ConvertResult(target, meta, cached, time.monotonic() - started, sims, frames, graph, check)
 
-    if not force and _reusable(target, want, check_frames):
+    if not force and _reusable(target, want, check):
         return outcome(read_meta(target) or {}, True)
 
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -325,7 +376,8 @@ def convert(
             "converted_onnx": graph.name,
             "converted_onnx_sha256": sha256_file(graph),
             "build_seconds": round(result["build_seconds"], 2),
-            "check_frames": check_frames,
+            "check_frames": 0 if frames is None else len(frames),
+            "check_set": check.key if check is not None else None,
             "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
         if frames is not None:
@@ -338,20 +390,25 @@ def convert(
     return outcome(meta, False)
 
 
-def simulator_check(result: ConvertResult, onnx: Path, score_threshold: float) -> object:
+def simulator_check(result: ConvertResult, onnx: Path, score_threshold: float) -> CheckResult:
     """The simulator's outputs against ONNX Runtime's on the graph the toolkit was given."""
-    from npudure.model.simcheck import compare, load_sim_outputs, onnx_outputs
+    from npudure.model.simcheck import compare, load_sim_outputs, onnx_outputs, output_names
 
     assert result.sim_outputs is not None and result.check_frames is not None
     frames = result.check_frames
     names = result.meta.get("names") or None
-    return compare(
-        onnx_outputs(result.converted or onnx, frames),
+    graph = result.converted or onnx
+    check = compare(
+        onnx_outputs(graph, frames),
         load_sim_outputs(result.sim_outputs, len(frames)),
         score_threshold,
         input_size=int(result.meta.get("input_size") or INPUT_SIZE),
         names=names,
+        output_names=output_names(graph),
     )
+    if result.check is not None:
+        check.source, check.users_scenes = result.check.source, result.check.users_scenes
+    return check
 
 
 def platforms_arg(values: Sequence[str] | None) -> list[str]:
@@ -364,9 +421,11 @@ def platforms_arg(values: Sequence[str] | None) -> list[str]:
 
 __all__ = [
     "PLATFORMS",
+    "CheckFrames",
     "ConvertError",
     "ConvertResult",
     "SourceModel",
+    "check_frames_for",
     "check_onnx",
     "convert",
     "converted_onnx_path",

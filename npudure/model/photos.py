@@ -6,7 +6,10 @@ ranges come from real image statistics rather than synthetic shapes. The files a
 the installed distribution (``importlib.metadata``), without importing skimage itself (and its scipy).
 
 The check photos are held out of calibration and are the COCO-like scenes (a person, a cat, a cup, a
-motorcycle); calibration uses the others and their mirror images.
+motorcycle); calibration uses the others and their mirror images. Four photos are too few frames to
+judge a conversion by, so past them and their mirrors the check takes seeded crops of them (a quarter
+to nine tenths of the side, anywhere in the photo, every other one mirrored): other scales and
+framings of the same scenes. They are still not the user's scenes, and the check says so.
 """
 
 from __future__ import annotations
@@ -72,10 +75,28 @@ def calibration_photos(count: int, size: int = INPUT_SIZE) -> tuple[list[np.ndar
     return frames, key
 
 
+def _crop(name: str, rng: np.random.Generator, size: int) -> np.ndarray:
+    from PIL import Image, ImageOps
+
+    with Image.open(photo_path(name)) as img:
+        rgb = img.convert("RGB")
+    w, h = rgb.size
+    side = float(rng.uniform(0.25, 0.9))
+    cw, ch = max(32, round(w * side)), max(32, round(h * side))
+    x, y = int(rng.integers(0, w - cw + 1)), int(rng.integers(0, h - ch + 1))
+    crop = rgb.crop((x, y, x + cw, y + ch))
+    return letterbox(ImageOps.mirror(crop) if rng.random() < 0.5 else crop, size)
+
+
 def check_photos(count: int, size: int = INPUT_SIZE) -> list[np.ndarray]:
-    """Up to ``count`` held-out photos for the simulator check (mirrored copies past the four)."""
+    """``count`` held-out frames for the simulator check: the four photos, their mirror images, then
+    seeded crops of them (the same frames on every machine)."""
     base = [_load(n, size) for n in CHECK]
-    return (base + [np.ascontiguousarray(f[:, ::-1]) for f in base])[:count]
+    frames = (base + [np.ascontiguousarray(f[:, ::-1]) for f in base])[:count]
+    rng = np.random.default_rng(44)
+    while len(frames) < count:
+        frames.append(_crop(CHECK[len(frames) % len(CHECK)], rng, size))
+    return frames
 
 
 __all__ = [

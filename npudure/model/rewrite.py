@@ -9,19 +9,22 @@ cut the head before the per-level concat and expose, per stride, what the zoo la
 
 * ``dfl_s{stride}``  [1, 64, H, W]  box distribution (DFL logits, decoded on the CPU),
 * ``cls_s{stride}``  [1, nc, H, W]  class probabilities (the sigmoid moved up to each level),
-* ``sum_s{stride}``  [1, 1, H, W]   their sum clipped to 1 (the zoo's pre-filter),
 
-then drop the decode tail. The walk from the output back to the per-level Concats checks each node;
-a graph that is not a YOLOv8 head gets :class:`RewriteError` naming the node expected and the one found.
+then drop the decode tail. The zoo's third output per stride, the clipped class sum (a pre-filter
+for its C demo), is left out: issue #44 saw INT8 spoil it on a trained 2-class export (cosine
+0.87-0.90, failing the check) while every detection agreed, and npudure takes the best class score on
+the CPU from ``cls_s*`` anyway (benchmarks/score_sum.py; docs/adr/0019-score-sum-on-the-cpu.md).
+
+The walk from the output back to the per-level Concats checks each node; a graph that is not a
+YOLOv8 head gets :class:`RewriteError` naming the node expected and the one found.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import helper
 
 REG_MAX = 16
 
@@ -163,47 +166,22 @@ def find_head(model: onnx.ModelProto) -> StandardHead:
     return StandardHead(inputs[0].name, size, nc, anchors, levels)
 
 
-def _opset(model: onnx.ModelProto) -> int:
-    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
-
-
 def to_zoo_layout(model: onnx.ModelProto) -> tuple[onnx.ModelProto, StandardHead]:
     """A copy of ``model`` with the zoo split outputs instead of the single output (see module doc)."""
     head = find_head(model)
     result = onnx.ModelProto()
     result.CopyFrom(model)
     g = result.graph
-    opset = _opset(result)
     nodes: list[onnx.NodeProto] = []
     outputs: list[onnx.ValueInfoProto] = []
-    lo, hi = "npudure/zoo/clip_lo", "npudure/zoo/clip_hi"
-    consts = [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in ((lo, 0.0), (hi, 1.0))]
-    if opset >= 13:
-        consts.append(numpy_helper.from_array(np.array([1], np.int64), "npudure/zoo/sum_axes"))
     f32 = onnx.TensorProto.FLOAT
     for box, cls, s in head.levels:
         hw = head.input_size // s
         nodes.append(helper.make_node("Identity", [box], [f"dfl_s{s}"], name=f"npudure/zoo/dfl_s{s}"))
         nodes.append(helper.make_node("Sigmoid", [cls], [f"cls_s{s}"], name=f"npudure/zoo/cls_s{s}"))
-        raw = f"npudure/zoo/sum_raw_s{s}"
-        if opset >= 13:
-            nodes.append(
-                helper.make_node(
-                    "ReduceSum", [f"cls_s{s}", "npudure/zoo/sum_axes"], [raw], keepdims=1, name=raw
-                )
-            )
-        else:
-            nodes.append(helper.make_node("ReduceSum", [f"cls_s{s}"], [raw], axes=[1], keepdims=1, name=raw))
-        if opset >= 11:
-            nodes.append(helper.make_node("Clip", [raw, lo, hi], [f"sum_s{s}"], name=f"npudure/zoo/sum_s{s}"))
-        else:
-            nodes.append(
-                helper.make_node("Clip", [raw], [f"sum_s{s}"], min=0.0, max=1.0, name=f"npudure/zoo/sum_s{s}")
-            )
         outputs += [
             helper.make_tensor_value_info(f"dfl_s{s}", f32, [1, 4 * REG_MAX, hw, hw]),
             helper.make_tensor_value_info(f"cls_s{s}", f32, [1, head.num_classes, hw, hw]),
-            helper.make_tensor_value_info(f"sum_s{s}", f32, [1, 1, hw, hw]),
         ]
     all_nodes = [*g.node, *nodes]
     # Keep only what the new outputs need: the old decode tail goes.
@@ -221,7 +199,7 @@ def to_zoo_layout(model: onnx.ModelProto) -> tuple[onnx.ModelProto, StandardHead
             keep.add(i)
             stack.extend(x for x in all_nodes[i].input if x)
     kept = [n for i, n in enumerate(all_nodes) if i in keep]
-    inits = [t for t in [*g.initializer, *consts] if t.name in needed]
+    inits = [t for t in g.initializer if t.name in needed]
     del g.node[:]
     g.node.extend(kept)
     del g.initializer[:]
@@ -235,7 +213,7 @@ def to_zoo_layout(model: onnx.ModelProto) -> tuple[onnx.ModelProto, StandardHead
     props = {p.key: p.value for p in result.metadata_props}
     props["npudure.rewritten"] = (
         "ultralytics single output -> zoo split layout "
-        "(per stride: DFL logits, class probabilities, score sum)"
+        "(per stride: DFL logits, class probabilities; no score sum)"
     )
     del result.metadata_props[:]
     helper.set_model_props(result, props)

@@ -76,6 +76,11 @@ def _zoo_groups(shapes: Sequence[Sequence[int]]) -> tuple[int, bool] | None:
     return None
 
 
+def zoo_groups(shapes: Sequence[Sequence[int]]) -> tuple[int, bool] | None:
+    """(outputs per stride: 2 or 3, NHWC?) if ``shapes`` are the zoo layout, else None."""
+    return _zoo_groups(shapes)
+
+
 def detect_layout(shapes: Sequence[Sequence[int]]) -> Layout:
     """Which layout the outputs with these shapes are in; LayoutError naming the shapes if none."""
     shapes = [tuple(int(d) if isinstance(d, (int, np.integer)) else -1 for d in s) for s in shapes]

@@ -51,7 +51,7 @@ def test_standard_export_rewrites_to_the_zoo_layout(standard, nc: int, size: int
     want = []
     for s in (8, 16, 32):
         hw = size // s
-        want += [[1, 64, hw, hw], [1, nc, hw, hw], [1, 1, hw, hw]]
+        want += [[1, 64, hw, hw], [1, nc, hw, hw]]  # no score sum (ADR 19)
     assert shapes == want and detect_layout(shapes) == "zoo"
     # The DFL decode (the only Softmax) and the head's tail (Split, dist2bbox, Concat) are gone.
     assert "Softmax" not in {n.op_type for n in rewritten.graph.node}
