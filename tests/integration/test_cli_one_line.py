@@ -42,7 +42,7 @@ CASES = [
     (["scheduler", "--config", "{tmp}/no.yml"], 78, "config file not found"),
     (["status", "--target", "{dead}", "--timeout", "1"], 1, "UNAVAILABLE"),
     (["infer", "--target", "{dead}", "--image", "{tmp}/no.jpg"], 2, "no such file"),
-    (["admin", "drain", "--target", "{dead}", "--node", "b1", "--timeout", "1"], 1, "DrainNode"),
+    (["admin", "drain", "--target", "{dead}", "--node", "b1", "--timeout", "1"], 4, "not answering"),
     (["model", "info", "{tmp}/no.onnx"], 1, "no such file"),
     (["bench", "run", "--target", "{dead}", "--quick", "--out", "{tmp}/out"], 1, "cannot reach"),
     (["faults", "run", "--faults", "nonsense"], 2, "unknown fault nonsense"),
