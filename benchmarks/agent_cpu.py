@@ -518,7 +518,7 @@ def report(result: dict[str, Any]) -> list[str]:
         lines.append(
             "pool hand-off (WorkerPool.run of a no-op context: free-list wait, to its thread and back, "
             f"release), whole process CPU {hand['cpu_us']:.1f} µs per frame, wall {hand['wall_us']:.1f} µs; "
-            f"JPEG decode hand-off (DecodePool.decode of a no-op decode) {hand['decode_cpu_us']:.1f} µs, "
+            f"JPEG decode hand-off (DecodePool.run of a no-op decode) {hand['decode_cpu_us']:.1f} µs, "
             f"wall {hand['decode_wall_us']:.1f} µs"
         )
     us = result["clock_read_us"]
@@ -640,7 +640,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 async def _handoff_us(count: int) -> dict[str, float]:
     """The agent's own hand-offs per frame, the NPU and the decode taken out, one frame at a time,
     process CPU (every thread) and wall: ``WorkerPool.run`` of a context that returns at once, and
-    ``DecodePool.decode`` of a JPEG whose decode returns at once."""
+    ``DecodePool.run`` of a JPEG whose decode returns at once."""
     import numpy as np
 
     from npudure.agent.decode_pool import DecodePool
@@ -664,8 +664,8 @@ async def _handoff_us(count: int) -> dict[str, float]:
 
     pool, decoder = WorkerPool([Instant()], queue_limit=4), DecodePool(threads=2, queue_limit=4)
     try:
-        cpu_us, wall_us = await per_frame(lambda: pool.run(lambda: image))
-        jpeg_cpu_us, jpeg_wall_us = await per_frame(lambda: decoder.decode(pb.ENCODING_JPEG, lambda: image))
+        cpu_us, wall_us = await per_frame(lambda: pool.run(image))
+        jpeg_cpu_us, jpeg_wall_us = await per_frame(lambda: decoder.run(pb.ENCODING_JPEG, lambda: image))
     finally:
         pool.close()
         decoder.close()

@@ -11,10 +11,39 @@ import importlib
 import os
 import sys
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from npudure import __version__
 from npudure.extras import MissingExtra
+
+
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """Each option's help ends with its default, unless the help already says it (``default`` in the text:
+    most bench options say "default 10; quick 3") or there is none to show (None, False, a flag)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if (
+            not action.option_strings
+            or any(action.default is nothing for nothing in (None, False, argparse.SUPPRESS))
+            or action.default == []
+            or "default" in text.lower()
+        ):
+            return action.help
+        return f"{text} (default: %(default)s)"
+
+
+class CommandHelpFormatter(argparse.RawDescriptionHelpFormatter, DefaultsHelpFormatter):
+    """A command's page: its description and example kept as written, defaults shown."""
+
+
+class Parser(argparse.ArgumentParser):
+    """``npudure``'s parsers: defaults shown in every command's and subcommand's help (subparsers are
+    made of their parent's class, so this reaches ``npudure bench run`` too)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
+        super().__init__(*args, **kwargs)
 
 
 class Command(NamedTuple):
@@ -91,7 +120,7 @@ COMMANDS: dict[str, Command] = {
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="npudure",
         description="Turn a shelf of Rockchip NPU boards into one inference cluster.",
     )
@@ -110,7 +139,7 @@ def build_parser(load: Callable[[str], bool]) -> argparse.ArgumentParser:
             help=help_text,
             description=help_text,
             epilog=f"example: {example}",
-            formatter_class=argparse.RawDescriptionHelpFormatter,
+            formatter_class=CommandHelpFormatter,
         )
         if load(name):
             module = importlib.import_module(module_name)

@@ -7,14 +7,18 @@ like ``/etc/npudure/agent.yml: backend: 'rknnn' is not allowed; use one of: rknn
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import ErrorDetails
 
-BACKENDS = ("rknn", "onnx", "sim")
-POLICIES = ("round_robin", "least_inflight", "p2c", "ect", "heartbeat_least_queue")
+# The one list of each (issue #48): the config fields' types, and the tuples every other user imports.
+# The roles' argument specs and vars are checked against them (tests/unit/test_one_place_per_fact.py).
+BackendName = Literal["rknn", "onnx", "sim"]
+PolicyName = Literal["round_robin", "least_inflight", "p2c", "ect", "heartbeat_least_queue"]
+BACKENDS: tuple[str, ...] = get_args(BackendName)
+POLICIES: tuple[str, ...] = get_args(PolicyName)
 
 Port = Annotated[int, Field(ge=0, le=65535)]
 # Inference contexts one agent may run (AgentConfig.contexts, `npudure local --contexts`).
@@ -137,7 +141,7 @@ class AgentConfig(_Strict):
     # Default outside 9100-9999, the common exporter range (docs/metrics.md).
     metrics_port: Port = 50091
     metrics_listen: str | None = None
-    backend: Literal["rknn", "onnx", "sim"] = "sim"
+    backend: BackendName = "sim"
     # .rknn for the rknn backend, .onnx for the onnx backend; unused by sim.
     model: str | None = None
     # If set, the model file must hash to this (the fleet runs one model).
@@ -245,7 +249,7 @@ class SchedulerConfig(_Strict):
     # As for the agent: metrics on the listen host at metrics_port, or at metrics_listen "host:port".
     metrics_port: Port = 50090
     metrics_listen: str | None = None
-    policy: Literal["round_robin", "least_inflight", "p2c", "ect", "heartbeat_least_queue"] = "least_inflight"
+    policy: PolicyName = "least_inflight"
     # gRPC channels per board; 2 was the reference's tuned point at its operating point.
     connections_per_board: int = Field(2, ge=1, le=64)
     # A board's pipeline depth: requests in flight to one board at most.

@@ -30,10 +30,11 @@ class DecodePool:
         self.capacity = threads + queue_limit
         self.in_flight = 0
 
-    async def decode(
+    async def run(
         self, encoding: int, work: Callable[[], np.ndarray], on_loop: bool | None = None
     ) -> tuple[np.ndarray, float]:
-        """``work()`` (the model's input, decoded) and its time; FrameError for what the budget refuses.
+        """``work()`` (the decode: the model's input, e.g. :meth:`FrameJob.decode_to_input`) on a decode
+        thread, and its time; FrameError when the pool is full.
         ``on_loop``: run it here (a raw frame of the model's size, a view); default: raw frames do."""
         if encoding == pb.ENCODING_RAW_RGB if on_loop is None else on_loop:
             start = time.perf_counter()

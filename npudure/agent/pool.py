@@ -1,8 +1,9 @@
 """Inference workers: one thread per context, each context used by exactly one thread.
 
-A request waits (board queue) for a free context, then runs decode → preprocess → inference →
-postprocess on that context's own thread. The threads are pinned to the big cores when the board has
-them (NPU submit latency), while the asyncio/gRPC threads may go to the little ones.
+A decoded frame (npudure.agent.decode_pool) waits (board queue) for a free context, then runs
+preprocess → inference → postprocess on that context's own thread. The threads are pinned to the big
+cores when the board has them (NPU submit latency), while the asyncio/gRPC threads may go to the
+little ones.
 
 One context, one frame at a time is an enforced invariant, not a convention: a context handed out is
 marked in use (under a lock) until its thread returns, and handing it out again meanwhile raises
@@ -53,7 +54,6 @@ class Worker:
 class Outcome:
     result: ContextResult
     queue_s: float
-    decode_s: float
     # The worker thread's CPU ns by stage (cpu_account.STAGES): the backend's own split, the rest of
     # its run() as "inference".
     cpu_ns: dict[str, int] = field(default_factory=dict)
@@ -161,8 +161,8 @@ class WorkerPool:
         worker.thread.stop(wait=False)
         log.warning("NPU context %d: the hung call returned; its old context is released", worker.index)
 
-    async def run(self, decode: Callable[[], np.ndarray]) -> Outcome:
-        """Wait for a free context, then decode and run the frame on it."""
+    async def run(self, image: np.ndarray) -> Outcome:
+        """Wait for a free context, then run the decoded ``image`` (the model's input) on it."""
         if self.waiting >= self._queue_limit and self._free.empty():
             raise PoolFull(f"{self.waiting} frames already wait for an NPU core (queue_limit)")
         enqueued = time.perf_counter()
@@ -179,22 +179,19 @@ class WorkerPool:
             log.error("NPU context %d handed out twice: the second hand-out refused", worker.index)
             raise
 
-        def job() -> tuple[ContextResult, float, dict[str, int]]:
+        def job() -> tuple[ContextResult, dict[str, int]]:
             worker.busy_since = time.monotonic()
             try:
-                start = time.perf_counter()
-                image = decode()
-                decoded = time.perf_counter()
                 c0 = time.thread_time_ns()
                 result = worker.context.run(image)
-                return result, decoded - start, _worker_cpu(result, time.thread_time_ns() - c0)
+                return result, _worker_cpu(result, time.thread_time_ns() - c0)
             finally:
                 worker.busy_since = None
 
         # The context goes back to the free list only when its thread is done with it, even when the
         # caller is cancelled mid-inference: a context must never serve two frames at once.
-        result, decode_s, cpu_ns = await worker.thread.submit(job, lambda: self._done(worker))
-        return Outcome(result, queue_s, decode_s, cpu_ns)
+        result, cpu_ns = await worker.thread.submit(job, lambda: self._done(worker))
+        return Outcome(result, queue_s, cpu_ns)
 
     def close(self) -> None:
         for worker in self._workers:

@@ -14,8 +14,9 @@ from npudure.vision.labels import label
 
 
 class FrameJob:
-    """Decodes one request for a model of input side ``size`` (on a worker, via :meth:`decode`) and
-    remembers where the image sat in the input, so :meth:`detections` answers in source pixels."""
+    """Decodes one request for a model of input side ``size`` (on a decode thread, via
+    :meth:`decode_to_input`) and remembers where the image sat in the input, so :meth:`detections`
+    answers in source pixels."""
 
     def __init__(
         self, encoding: int, frame: bytes | memoryview, size: int, width: int = 0, height: int = 0
@@ -40,7 +41,9 @@ class FrameJob:
         """The cheap checks, at the agent's edge (before the frame waits for an NPU core)."""
         frames.check_request_for(self.encoding, self.frame, self.size, self.width, self.height)
 
-    def decode(self) -> np.ndarray:
+    def decode_to_input(self) -> np.ndarray:
+        """The request decoded and letterboxed to the model's input (:func:`frames.decode_for_model`),
+        its CPU split into the pixel decode and the letterbox."""
         marks: list[int] = []
         start = time.thread_time_ns()
         image, self.geometry = frames.decode_for_model(

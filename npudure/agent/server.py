@@ -62,7 +62,10 @@ def boot_id_for(backend: Backend) -> str:
     return telemetry.read_boot_id() or "absent"
 
 
-class Agent(rpc.InferenceServicer, rpc.NodeServicer):
+class Agent(rpc.NodeServicer):
+    """The board's services. Inference is served by :meth:`inference_handler` (a generic handler that
+    parses the request itself), so the Agent is no ``InferenceServicer``; Node is registered as one."""
+
     def __init__(
         self,
         config: AgentConfig,
@@ -133,9 +136,9 @@ class Agent(rpc.InferenceServicer, rpc.NodeServicer):
             job.check()
             self.cpu.add("check", "loop", now_ns() - start)
             # Decoded first, on the decoder's own threads: a costly JPEG never holds an NPU context.
-            image, decode_s = await self.decoder.decode(request.encoding, job.decode, job.on_loop)
+            image, decode_s = await self.decoder.run(request.encoding, job.decode_to_input, job.on_loop)
             self.metrics.queue_depth.set(self.pool.waiting + 1)
-            outcome = await self.pool.run(lambda: image)
+            outcome = await self.pool.run(image)
         except frames.FrameError as exc:
             await self._fail(context, exc.code, str(exc))
         except PoolFull as exc:

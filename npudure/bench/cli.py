@@ -103,19 +103,58 @@ def _policies(text: str) -> list[str]:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--target", required=True, help="the scheduler's gRPC address, host:port")
-    p.add_argument("--out", help="result folder to create (must not exist; default results/<UTC time>-<id>/)")
-    p.add_argument("--quick", action="store_true", help="small complete run: short windows, fewer points")
-    p.add_argument("--duration", type=positive, help="measurement window per run, s (default 10; quick 3)")
-    p.add_argument("--warmup", type=non_negative, help="warm-up per run, discarded, s (default 2; quick 1)")
-    p.add_argument(
+    """The options every measuring subcommand shares, in groups (`npudure bench run --help`)."""
+    target = p.add_argument_group("target and transport")
+    windows = p.add_argument_group("measurement windows (validity)")
+    frames = p.add_argument_group("frames sent")
+    watch = p.add_argument_group("observation and progress")
+    target.add_argument("--target", required=True, help="the scheduler's gRPC address, host:port")
+    target.add_argument(
+        "--out", help="result folder to create (must not exist; default results/<UTC time>-<id>/)"
+    )
+    target.add_argument(
+        "--mode",
+        choices=("scheduler", "proxyless", "both"),
+        default="scheduler",
+        help="how the load reaches the boards: through the scheduler, proxyless (the client balances over "
+        "the scheduler's route, frames go straight to the boards), or both one after the other",
+    )
+    target.add_argument(
+        "--api",
+        choices=("grpc", "http"),
+        default="grpc",
+        help="send frames over gRPC, or as JPEGs through the scheduler's DeepStack-compatible HTTP API",
+    )
+    target.add_argument(
+        "--http-url",
+        help="--api http: the detection URL (default http://TARGET-HOST:50080/v1/vision/detection)",
+    )
+    target.add_argument(
+        "--http-image-size", default="320", help="--api http: JPEG size, N or WxH (default 320)"
+    )
+    target.add_argument(
+        "--connections", type=whole(1), default=2, help="harness gRPC connections to the scheduler"
+    )
+    target.add_argument("--timeout", type=positive, default=30.0, help="per-request deadline, s")
+    windows.add_argument(
+        "--quick", action="store_true", help="small complete run: short windows, fewer points"
+    )
+    windows.add_argument(
+        "--duration", type=positive, help="measurement window per run, s (default 10; quick 3)"
+    )
+    windows.add_argument(
+        "--warmup", type=non_negative, help="warm-up per run, discarded, s (default 2; quick 1)"
+    )
+    windows.add_argument(
         "--min-samples",
         type=whole(0),
         default=100,
         help="extend each window until this many successful requests (default 100)",
     )
-    p.add_argument("--max-duration", type=positive, help="longest window when extending for --min-samples, s")
-    p.add_argument(
+    windows.add_argument(
+        "--max-duration", type=positive, help="longest window when extending for --min-samples, s"
+    )
+    windows.add_argument(
         "--max-steal",
         type=_percent,
         default=HOST_MAX_STEAL_FRACTION * 100,
@@ -124,46 +163,35 @@ def _common(p: argparse.ArgumentParser) -> None:
         # %%, not %: argparse %-formats help strings, and a lone % made every bench --help a traceback
         f"(default {HOST_MAX_STEAL_FRACTION * 100:g}%%; recorded with each run)",
     )
-    p.add_argument("--encoding", choices=("raw", "jpeg"), default="raw")
-    p.add_argument("--images", help="folder of images to send (centre-cropped, resized to 640x640)")
-    p.add_argument("--frames", type=whole(1), help="distinct frames (default 16 synthetic, or all --images)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic frames and Poisson arrivals")
-    p.add_argument(
-        "--connections", type=whole(1), default=2, help="harness gRPC connections to the scheduler"
+    frames.add_argument(
+        "--encoding", choices=("raw", "jpeg"), default="raw", help="raw RGB frames, or JPEG files"
     )
-    p.add_argument(
-        "--api",
-        choices=("grpc", "http"),
-        default="grpc",
-        help="send frames over gRPC, or as JPEGs through the scheduler's DeepStack-compatible HTTP API",
+    frames.add_argument("--images", help="folder of images to send (centre-cropped, resized to 640x640)")
+    frames.add_argument(
+        "--frames", type=whole(1), help="distinct frames (default 16 synthetic, or all --images)"
     )
-    p.add_argument(
-        "--http-url",
-        help="--api http: the detection URL (default http://TARGET-HOST:50080/v1/vision/detection)",
+    frames.add_argument(
+        "--seed", type=int, default=0, help="seed of the synthetic frames and Poisson arrivals"
     )
-    p.add_argument("--http-image-size", default="320", help="--api http: JPEG size, N or WxH (default 320)")
-    p.add_argument("--timeout", type=positive, default=30.0, help="per-request deadline, s")
-    p.add_argument(
+    watch.add_argument(
         "--scheduler-pid",
         type=int,
         action="append",
         help="pid of the scheduler process for the CPU-saturation check (found by itself when "
         "the scheduler listens on this host)",
     )
-    p.add_argument(
+    watch.add_argument(
         "--no-direct-telemetry",
         action="store_true",
         help="read board telemetry only from the scheduler's cache (boards not reachable from here)",
     )
-    p.add_argument("--progress", choices=("auto", "bar", "lines", "quiet"), default="auto")
-    p.add_argument(
-        "--mode",
-        choices=("scheduler", "proxyless", "both"),
-        default="scheduler",
-        help="how the load reaches the boards: through the scheduler, proxyless (the client balances over "
-        "the scheduler's route, frames go straight to the boards), or both one after the other",
+    watch.add_argument(
+        "--progress",
+        choices=("auto", "bar", "lines", "quiet"),
+        default="auto",
+        help="how progress is shown (auto: a bar on a terminal, lines otherwise)",
     )
-    p.add_argument(
+    watch.add_argument(
         "--expect-reboot",
         action="append",
         default=[],
@@ -173,7 +201,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _capacity_args(p: argparse.ArgumentParser) -> None:
+def _capacity_args(p: argparse._ActionsContainer) -> None:
     p.add_argument(
         "--cap-mhz",
         type=whole(1),
@@ -191,29 +219,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="bench_command", metavar="ACTION", required=True)
     run = sub.add_parser("run", help="sweep → operating point → scaling 1..N → heterogeneity dial")
     _common(run)
-    run.add_argument("--boards-max", type=whole(1), help="scale up to this many boards (default: all active)")
-    run.add_argument(
+    series = run.add_argument_group("sweep and scaling")
+    dial = run.add_argument_group("heterogeneity dial")
+    more = run.add_argument_group("more experiments (off unless asked)")
+    series.add_argument(
+        "--boards-max", type=whole(1), help="scale up to this many boards (default: all active)"
+    )
+    series.add_argument(
         "--sweep", type=_concurrencies, help="per-board concurrencies (default 1,2,4,8,16; quick 1,2,4,8)"
     )
-    run.add_argument("--sweep-repetitions", type=whole(1), help="repetitions of the sweep (default 2)")
-    run.add_argument("--repetitions", type=whole(1), help="repetitions per node count (default 3; quick 2)")
-    run.add_argument(
+    series.add_argument("--sweep-repetitions", type=whole(1), help="repetitions of the sweep (default 2)")
+    series.add_argument(
+        "--repetitions", type=whole(1), help="repetitions per node count (default 3; quick 2)"
+    )
+    series.add_argument(
         "--policy", type=_policy, help="scheduler policy for sweep and scaling (default: as configured)"
     )
-    run.add_argument(
+    dial.add_argument(
         "--hetero-ladder", type=_caps_mhz, help="CPU caps in MHz for one board (default reference ladder)"
     )
-    run.add_argument("--hetero-policies", type=_policies, help="policies compared on the dial")
-    run.add_argument("--hetero-board", help="board to cap (default: the first active board)")
-    run.add_argument("--no-hetero", action="store_true", help="skip the heterogeneity dial")
-    run.add_argument("--openloop-rates", type=_floats, help="also run open loop at these rates, inf/s")
-    run.add_argument(
+    dial.add_argument(
+        "--hetero-policies",
+        type=_policies,
+        help=f"policies compared on the dial (default {FULL['hetero_policies']}; "
+        f"quick {QUICK['hetero_policies']})",
+    )
+    dial.add_argument("--hetero-board", help="board to cap (default: the first active board)")
+    dial.add_argument("--no-hetero", action="store_true", help="skip the heterogeneity dial")
+    more.add_argument("--openloop-rates", type=_floats, help="also run open loop at these rates, inf/s")
+    more.add_argument(
         "--capacity",
         action="store_true",
         help="also measure each board alone and all together per policy, one capped",
     )
-    _capacity_args(run)
-    run.add_argument(
+    _capacity_args(more)
+    more.add_argument(
         "--local",
         action="store_true",
         help="also compare each board straight at its agent with the cluster path",
@@ -221,48 +261,72 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     sweep = sub.add_parser("sweep", help="concurrency sweep and operating point")
     _common(sweep)
-    sweep.add_argument("--sweep", type=_concurrencies)
-    _series_args(sweep)
+    sweep_options = sweep.add_argument_group("sweep")
+    sweep_options.add_argument(
+        "--sweep", type=_concurrencies, help="per-board concurrencies (default 1,2,4,8,16; quick 1,2,4,8)"
+    )
+    _series_args(sweep_options, f"default {FULL['sweep_repetitions']}")
 
     scaling = sub.add_parser("scaling", help="1..N boards at a given per-board concurrency")
     _common(scaling)
-    _operating_point(scaling)
-    _series_args(scaling)
+    scaling_options = scaling.add_argument_group("scaling")
+    _operating_point(scaling_options)
+    _series_args(scaling_options, f"default {FULL['repetitions']}; quick {QUICK['repetitions']}")
 
     hetero = sub.add_parser("hetero", help="cap one board's CPU down a ladder, per policy")
     _common(hetero)
-    _operating_point(hetero)
-    hetero.add_argument("--hetero-ladder", type=_caps_mhz)
-    hetero.add_argument("--hetero-policies", type=_policies)
-    hetero.add_argument("--hetero-board")
-    hetero.add_argument("--repetitions", type=whole(1), default=1)
+    hetero_options = hetero.add_argument_group("hetero")
+    _operating_point(hetero_options)
+    hetero_options.add_argument(
+        "--hetero-ladder", type=_caps_mhz, help="CPU caps in MHz for one board (default reference ladder)"
+    )
+    hetero_options.add_argument(
+        "--hetero-policies",
+        type=_policies,
+        help=f"policies compared (default {FULL['hetero_policies']}; quick {QUICK['hetero_policies']})",
+    )
+    hetero_options.add_argument("--hetero-board", help="board to cap (default: the first active board)")
+    hetero_options.add_argument("--repetitions", type=whole(1), default=1, help="repetitions per cap")
 
     capacity = sub.add_parser(
         "capacity",
         help="one board capped: each board alone, then all together per policy (fraction of capacity)",
     )
     _common(capacity)
-    _operating_point(capacity)
-    _capacity_args(capacity)
-    capacity.add_argument("--hetero-board", help="board to cap (default: the first active board)")
-    capacity.add_argument("--repetitions", type=whole(1), default=1)
+    capacity_options = capacity.add_argument_group("capacity")
+    _operating_point(capacity_options)
+    _capacity_args(capacity_options)
+    capacity_options.add_argument("--hetero-board", help="board to cap (default: the first active board)")
+    capacity_options.add_argument("--repetitions", type=whole(1), default=1, help="repetitions per setting")
 
     local = sub.add_parser(
         "local", help="the same load straight at each board's agent and through the cluster"
     )
     _common(local)
-    local.add_argument(
+    local_options = local.add_argument_group("local")
+    local_options.add_argument(
         "--concurrency", type=whole(1), required=True, help="requests outstanding at the one board"
     )
-    local.add_argument("--board", help="the one board to measure (default: each active board in turn)")
-    local.add_argument("--repetitions", type=whole(1), default=1)
+    local_options.add_argument(
+        "--board", help="the one board to measure (default: each active board in turn)"
+    )
+    local_options.add_argument(
+        "--repetitions", type=whole(1), default=1, help="repetitions per board and path"
+    )
 
     openloop = sub.add_parser("openloop", help="open loop at fixed rates (latency from intended send time)")
     _common(openloop)
-    openloop.add_argument("--rates", type=_floats, required=True, help="requests per second, e.g. 20,40")
-    openloop.add_argument("--arrival", choices=("poisson", "constant"), default="poisson")
-    openloop.add_argument("--repetitions", type=whole(1), default=1)
-    openloop.add_argument("--boards-max", type=whole(1))
+    openloop_options = openloop.add_argument_group("openloop")
+    openloop_options.add_argument(
+        "--rates", type=_floats, required=True, help="requests per second, e.g. 20,40"
+    )
+    openloop_options.add_argument(
+        "--arrival", choices=("poisson", "constant"), default="poisson", help="how sends are spaced"
+    )
+    openloop_options.add_argument("--repetitions", type=whole(1), default=1, help="repetitions per rate")
+    openloop_options.add_argument(
+        "--boards-max", type=whole(1), help="use at most this many boards (default: all active)"
+    )
 
     recompute = sub.add_parser("recompute", help="recompute a result folder's figures from its raw samples")
     recompute.add_argument("result_dir", type=Path)
@@ -278,17 +342,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _operating_point(p: argparse.ArgumentParser) -> None:
+def _operating_point(p: argparse._ActionsContainer) -> None:
     p.add_argument(
         "--concurrency", type=whole(1), required=True, help="per-board concurrency (operating point)"
     )
 
 
-def _series_args(p: argparse.ArgumentParser) -> None:
-    """sweep's and scaling's --repetitions, --boards-max and --policy."""
-    p.add_argument("--repetitions", type=whole(1))
-    p.add_argument("--boards-max", type=whole(1))
-    p.add_argument("--policy", type=_policy)
+def _series_args(p: argparse._ActionsContainer, repetitions: str) -> None:
+    """sweep's and scaling's --repetitions (``repetitions``: its default, said), --boards-max and --policy."""
+    p.add_argument("--repetitions", type=whole(1), help=f"repetitions per point ({repetitions})")
+    p.add_argument("--boards-max", type=whole(1), help="use at most this many boards (default: all active)")
+    p.add_argument("--policy", type=_policy, help="scheduler policy (default: as configured)")
 
 
 def _default(args: argparse.Namespace, name: str) -> Any:

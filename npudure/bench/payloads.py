@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from npudure.proto import inference_pb2 as pb
-from npudure.vision.frames import FRAME_SHAPE, fit, synthetic_frame
+from npudure.vision.frames import FRAME_SHAPE, INPUT_SIZE, synthetic_frame
 
 ENCODINGS = {"raw": pb.ENCODING_RAW_RGB, "jpeg": pb.ENCODING_JPEG}
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
@@ -49,7 +49,18 @@ def synthetic_frames(count: int, seed: int) -> list[np.ndarray]:
     return [synthetic_frame(seed * 100_003 + i) for i in range(count)]
 
 
-fit_640 = fit  # the name this module had; npudure.vision.frames owns it
+def fit_640(image: object) -> np.ndarray:
+    """Centre-crop a PIL image to a square and resize it to 640x640, RGB uint8: the bench's raw frames
+    of the user's images (the board letterboxes JPEG/PNG of any size; a raw frame must be 640²)."""
+    from PIL import Image
+
+    assert isinstance(image, Image.Image)
+    rgb = image.convert("RGB")
+    w, h = rgb.size
+    side = min(w, h)
+    left, top = (w - side) // 2, (h - side) // 2
+    square = rgb.crop((left, top, left + side, top + side))
+    return np.asarray(square.resize((INPUT_SIZE, INPUT_SIZE), Image.Resampling.BILINEAR), dtype=np.uint8)
 
 
 def image_frames(directory: str | Path, count: int | None = None) -> list[np.ndarray]:

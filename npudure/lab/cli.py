@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from npudure.argtypes import positive, whole
 from npudure.bench.fmt import text_table
 from npudure.lab import board_cpu, timescale
 from npudure.lab.host import LabError
+
+if TYPE_CHECKING:
+    from npudure.lab.lab import NodeStatus
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -80,7 +86,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     rm = with_state_dir(sub.add_parser("remove", help="stop one board and take it out of the inventory"))
     rm.add_argument("board", help="the board's name, e.g. board4")
     with_state_dir(sub.add_parser("down", help="stop every board and remove what `up` made"))
-    with_state_dir(sub.add_parser("status", help="table of boards: address, pid, systemd state, ssh"))
+    status = with_state_dir(
+        sub.add_parser("status", help="table of boards: address, pid, systemd state, ssh (read-only)")
+    )
+    status.add_argument(
+        "--json", action="store_true", help="print one JSON object (for scripts): the same facts as the table"
+    )
     ex = with_state_dir(sub.add_parser("exec", help="run a command inside a board: lab exec board1 -- CMD"))
     ex.add_argument("--ssh", action="store_true", help="go over the lab network (default: nsenter)")
     ex.add_argument("--timeout", type=positive, default=300.0)
@@ -116,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
             lab.down()
             return 0
         if args.lab_command == "status":
-            return _status(lab)
+            return _status(lab, as_json=args.json)
         if args.lab_command == "exec":
             cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
             if not cmd:
@@ -132,17 +143,34 @@ def run(args: argparse.Namespace) -> int:
     return 2
 
 
-def _status(lab) -> int:
-    if not lab.nodes:
+def _status(lab, as_json: bool = False) -> int:
+    """The boards' table (or, ``as_json``, one JSON object); exit 0 when every board answers ssh."""
+    statuses = lab.status() if lab.nodes else []
+    if as_json:
+        print(json.dumps(status_document(lab.state_dir, lab.inventory_path, statuses)))
+    elif not statuses:
         print(f"no lab in {lab.state_dir} (start one with `npudure lab up`)")
-        return 1
-    rows = [("BOARD", "ADDRESS", "ROLE", "NSPAWN PID", "SYSTEMD", "SSH")]
-    statuses = lab.status()
-    for s in statuses:
-        rows.append(
-            (s.name, s.address, s.role, str(s.nspawn_pid or "-"), s.systemd, "ok" if s.ssh_ok else "no")
-        )
-    print("\n".join(text_table(rows[0], rows[1:])))
-    if lab.inventory_path:
-        print(f"inventory: {lab.inventory_path}")
-    return 0 if all(s.ssh_ok for s in statuses) else 1
+    else:
+        print("\n".join(status_table(statuses)))
+        if lab.inventory_path:
+            print(f"inventory: {lab.inventory_path}")
+    return 0 if statuses and all(s.ssh_ok for s in statuses) else 1
+
+
+def status_table(statuses: list[NodeStatus]) -> list[str]:
+    rows = [
+        (s.name, s.address, s.role, str(s.nspawn_pid or "-"), s.systemd, "ok" if s.ssh_ok else "no")
+        for s in statuses
+    ]
+    return text_table(("BOARD", "ADDRESS", "ROLE", "NSPAWN PID", "SYSTEMD", "SSH"), rows)
+
+
+def status_document(state_dir: Path, inventory: Path | None, statuses: list[NodeStatus]) -> dict:
+    """``lab status --json``: ``ok`` (a lab is there and every board answers ssh), where its state and
+    inventory are, and each board's row of the table (``nspawn_pid`` null when the board is not running)."""
+    return {
+        "ok": bool(statuses) and all(s.ssh_ok for s in statuses),
+        "state_dir": str(state_dir),
+        "inventory": str(inventory) if inventory else None,
+        "boards": [dataclasses.asdict(s) for s in statuses],
+    }

@@ -265,7 +265,7 @@ class Lab:
                     state["board_cpu"] = board_cpu
                     self._write_inventory(state, self.nodes, Path(state["inventory"]))
                     self._save(state)
-                    self._apply_board_cpu(state, log)
+                    self._apply_board_cpu(state, log, lift=True)
                 return self.nodes
             what = (
                 f"a lab with {state.get('boards')} boards (scheduler host: {state.get('scheduler_host')}, "
@@ -685,13 +685,18 @@ class Lab:
         state = self._load() or {}
         return board_cpu_mod.budget(state.get("board_cpu"), state.get("time_scale", 1.0))
 
-    def _apply_board_cpu(self, state: dict, log: Log, names: Sequence[str] | None = None) -> None:
+    def _apply_board_cpu(
+        self, state: dict, log: Log, names: Sequence[str] | None = None, lift: bool = False
+    ) -> None:
+        """Cap the boards at the --board-cpu budget; uncapped boards are left alone unless ``lift``
+        (a reuse that turned the profile off)."""
         profile, scale = state.get("board_cpu"), state.get("time_scale", 1.0)
         cap = board_cpu_mod.budget(profile, scale)
+        if cap is None and not lift:
+            return
         for name in names if names is not None else [n.name for n in self.boards]:
             boardmod.set_cpu_quota(self.paths(name), cap)
-        if cap is not None or names is None:
-            log(board_cpu_mod.describe(profile, scale))
+        log(board_cpu_mod.describe(profile, scale))
 
     def set_cpu_quota(self, name: str, fraction: float | None) -> None:
         """Cap a board's CPU (a fault); None gives it back its budget (--board-cpu), not the whole host."""

@@ -308,20 +308,24 @@ def _terminate(process: subprocess.Popen, timeout_s: float = 10.0, signalled: bo
 
 # ---------------------------------------------------------------------- CLI
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--boards", type=whole(1), default=3, help="number of agents (default 3)")
-    parser.add_argument(
+    cluster = parser.add_argument_group("the boards (agents)")
+    scheduler = parser.add_argument_group("the scheduler")
+    ports = parser.add_argument_group("ports on 127.0.0.1")
+    files = parser.add_argument_group("files")
+    cluster.add_argument("--boards", type=whole(1), default=3, help="number of agents (default 3)")
+    cluster.add_argument(
         "--backend", choices=BACKENDS, default="sim", help="sim: emulated NPU; onnx: CPU (default sim)"
     )
-    parser.add_argument(
+    cluster.add_argument(
         "--model", help="model file for the onnx/rknn backend (default: build/cached YOLOv8n)"
     )
-    parser.add_argument(
+    cluster.add_argument(
         "--time-scale",
         type=float,
         default=1.0,
         help="sim: service-time multiplier, 10 = ten times slower boards (default 1)",
     )
-    parser.add_argument(
+    cluster.add_argument(
         "--contexts",
         type=contexts,
         default="auto",
@@ -329,36 +333,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="inference contexts per agent, 1 to 64 or auto (default auto: the sim takes the RK3576's "
         "measured 8, onnx one CPU session per NPU core)",
     )
-    parser.add_argument(
+    scheduler.add_argument(
         "--policy", default="least_inflight", choices=POLICIES, help="scheduler policy (default %(default)s)"
     )
-    parser.add_argument(
+    scheduler.add_argument(
         "--connections-per-board",
         type=whole(1),
         default=2,
         help="scheduler gRPC channels per board (default 2)",
     )
-    parser.add_argument("--port", type=int, default=50050, help="scheduler port on 127.0.0.1 (0 = any free)")
-    parser.add_argument(
+    ports.add_argument("--port", type=int, default=50050, help="scheduler port on 127.0.0.1 (0 = any free)")
+    ports.add_argument(
         "--http-port",
         type=int,
         help="port of the DeepStack-compatible HTTP API on 127.0.0.1 (default 50080, any free one with "
         "--port 0; 0 = any free, -1 = off)",
     )
-    parser.add_argument(
+    ports.add_argument(
         "--zmq-port",
         type=int,
         help="port of Frigate's zmq detector endpoint on 127.0.0.1 (default 5555, any free one with "
         "--port 0; 0 = any free, -1 = off)",
     )
-    parser.add_argument(
+    cluster.add_argument(
         "--synthetic-detections",
         type=int,
         default=0,
         metavar="N",
         help="sim: up to N SYNTHETIC (made-up, frame-seeded) boxes per frame, to try box handling",
     )
-    parser.add_argument("--workdir", type=Path, help="keep configs and logs here (default: a temp dir)")
+    files.add_argument("--workdir", type=Path, help="keep configs and logs here (default: a temp dir)")
 
 
 def run(args: argparse.Namespace) -> int:

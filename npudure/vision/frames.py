@@ -1,12 +1,15 @@
 """The one frame module: the model's input size, the request checks, decoding, and the frame makers.
 
-The agent checks a request once at its edge (``check_request``, before it waits for an NPU core) and
-decodes it on a worker (``decode_checked``); backends trust the (640, 640, 3) uint8 array they get.
-For models of any input size and images of any size the agent uses ``check_request_for`` and
-``decode_for_model``: JPEG/PNG letterboxed to the model's input, with the :class:`Letterbox` that maps
-boxes back to the source image's pixels.
-The bench and the model builder make frames here too: seeded synthetic ones and user images fitted
-to the input size.
+The agent checks a request once at its edge (:func:`check_request_for`, before it waits for anything)
+and decodes it on its decode threads (:func:`decode_for_model`): a raw frame of the model's size is
+viewed in place; JPEG, PNG and raw frames of other sizes are decoded and letterboxed to the model's
+input square, with the :class:`Letterbox` that maps boxes back to the sent image's pixels. Backends
+trust the (size, size, 3) uint8 array they get.
+
+There is one letterbox drawer: Pillow's bilinear resize to :func:`letterbox_geometry`, then numpy
+padding on YOLOv8's grey (:func:`letterbox_with` gives the same pixels for an image already decoded:
+the model builder's calibration photos and ``npudure infer``'s images).
+The bench and the model builder make seeded synthetic frames here too (:func:`synthetic_frame`).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import io
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import grpc
 import numpy as np
@@ -21,6 +25,9 @@ import simplejpeg
 
 from npudure.proto import inference_pb2 as pb
 from npudure.vision import decode_budget, jpeg_markers
+
+if TYPE_CHECKING:
+    from PIL import Image
 
 # The model's input: 640x640 RGB, uint8 (YOLOv8n as exported; every backend feeds this).
 INPUT_SIZE = 640
@@ -36,49 +43,12 @@ class FrameError(Exception):
         self.code = code
 
 
-def check_request(encoding: int, frame: bytes | memoryview) -> None:
-    """Cheap checks done before a frame waits for an NPU core (so bad input never takes a slot)."""
-    if encoding == pb.ENCODING_RAW_RGB:
-        if len(frame) != FRAME_BYTES:
-            raise FrameError(
-                f"raw frame has {len(frame)} bytes; ENCODING_RAW_RGB needs exactly {FRAME_BYTES} "
-                f"({INPUT_SIZE}x{INPUT_SIZE}x3 uint8 RGB). Resize to {INPUT_SIZE}x{INPUT_SIZE} or send JPEG"
-            )
-    elif encoding == pb.ENCODING_JPEG:
-        if not frame:
-            raise FrameError("empty frame: ENCODING_JPEG needs the bytes of a JPEG file")
-        if frame[:2] != b"\xff\xd8":
-            raise FrameError("frame is not a JPEG (it does not start with the JPEG marker FF D8)")
-    else:
-        name = pb.Encoding.Name(encoding) if encoding in pb.Encoding.values() else str(encoding)
-        raise FrameError(f"encoding {name} is not supported; set ENCODING_RAW_RGB or ENCODING_JPEG")
-
-
-def decode(encoding: int, frame: bytes) -> np.ndarray:
-    """Check, then decode: a read-only (640, 640, 3) uint8 array (raw frames are not copied)."""
-    check_request(encoding, frame)
-    return decode_checked(encoding, frame)
-
-
 def _within_budget(jpeg: bytes | memoryview) -> None:
     """The decoder's work bounded before any pixel is decoded (scans, marker segments)."""
     try:
         decode_budget.count_scans(jpeg)
     except decode_budget.BudgetError as exc:
         raise FrameError(str(exc)) from None
-
-
-def decode_checked(encoding: int, frame: bytes) -> np.ndarray:
-    """Decode a frame that ``check_request`` already passed (the agent checks once, at its edge)."""
-    if encoding == pb.ENCODING_RAW_RGB:
-        return np.frombuffer(frame, dtype=np.uint8).reshape(FRAME_SHAPE)
-    _within_budget(frame)
-    w, h = _jpeg_size(frame)
-    if (w, h) != (INPUT_SIZE, INPUT_SIZE):
-        raise FrameError(
-            f"JPEG is {w}x{h}; the model takes {INPUT_SIZE}x{INPUT_SIZE}: resize (letterbox) before sending"
-        )
-    return _jpeg_pixels(frame)
 
 
 def _jpeg_size(jpeg: bytes | memoryview) -> tuple[int, int]:
@@ -133,9 +103,10 @@ def frame_bytes(size: int) -> int:
 def check_request_for(
     encoding: int, frame: bytes | memoryview, size: int = INPUT_SIZE, width: int = 0, height: int = 0
 ) -> None:
-    """:func:`check_request` for a model of input side ``size``, with PNG too: raw frames must be
-    exactly size x size x 3, or width x height x 3 when the request gives both (bounded like a decoded
-    image); JPEG and PNG may be any size (bounded when decoded)."""
+    """The cheap checks done before a frame waits for anything (so bad input never takes a slot), for a
+    model of input side ``size``: raw frames must be exactly size x size x 3, or width x height x 3
+    when the request gives both (bounded like a decoded image); JPEG and PNG may be any size (bounded
+    when decoded)."""
     if encoding == pb.ENCODING_RAW_RGB and (width or height):
         _check_raw_sides(len(frame), width, height)
     elif encoding == pb.ENCODING_RAW_RGB:
@@ -151,7 +122,10 @@ def check_request_for(
         if frame[:8] != PNG_MAGIC:
             raise FrameError("frame is not a PNG (it does not start with the PNG signature 89 50 4E 47)")
     elif encoding == pb.ENCODING_JPEG:
-        check_request(encoding, frame)
+        if not frame:
+            raise FrameError("empty frame: ENCODING_JPEG needs the bytes of a JPEG file")
+        if frame[:2] != b"\xff\xd8":
+            raise FrameError("frame is not a JPEG (it does not start with the JPEG marker FF D8)")
     else:
         name = pb.Encoding.Name(encoding) if encoding in pb.Encoding.values() else str(encoding)
         raise FrameError(
@@ -238,8 +212,7 @@ def _jpeg_for_model(
         return _pad(rgb, box), box
     from PIL import Image
 
-    scaled = Image.fromarray(rgb, "RGB").resize((box.new_w, box.new_h), Image.Resampling.BILINEAR)
-    return _pad(np.asarray(scaled), box), box
+    return _letterboxed(Image.fromarray(rgb, "RGB"), box), box
 
 
 def _png_for_model(
@@ -258,9 +231,7 @@ def _png_for_model(
             rgb = image if image.mode == "RGB" else image.convert("RGB")
             if marks is not None:
                 marks.append(time.thread_time_ns())
-            if box.identity:
-                return np.asarray(rgb), box
-            return _pad(np.asarray(rgb.resize((box.new_w, box.new_h), Image.Resampling.BILINEAR)), box), box
+            return _letterboxed(rgb, box), box
     except FrameError:
         raise
     except Image.DecompressionBombError:
@@ -277,8 +248,17 @@ def _raw_for_model(
 
     box = letterbox_geometry(width, height, size)
     pixels = np.frombuffer(frame, dtype=np.uint8).reshape(height, width, 3)
-    scaled = Image.fromarray(pixels, "RGB").resize((box.new_w, box.new_h), Image.Resampling.BILINEAR)
-    return _pad(np.asarray(scaled), box), box
+    return _letterboxed(Image.fromarray(pixels, "RGB"), box), box
+
+
+def _letterboxed(rgb: Image.Image, box: Letterbox) -> np.ndarray:
+    """The one letterbox drawer: an RGB Pillow image resized (bilinear) to ``box`` and padded on the
+    grey square; an image already of the model's size is its own pixels (no copy)."""
+    from PIL import Image
+
+    if box.identity:
+        return np.asarray(rgb, dtype=np.uint8)
+    return _pad(np.asarray(rgb.resize((box.new_w, box.new_h), Image.Resampling.BILINEAR)), box)
 
 
 def _pad(scaled: np.ndarray, box: Letterbox) -> np.ndarray:
@@ -295,20 +275,6 @@ def encode_jpeg(image: np.ndarray, quality: int = 90) -> bytes:
     buffer = io.BytesIO()
     Image.fromarray(np.ascontiguousarray(image), "RGB").save(buffer, format="JPEG", quality=quality)
     return buffer.getvalue()
-
-
-# ---------------------------------------------------------------------- frame makers
-def fit(image: object) -> np.ndarray:
-    """Centre-crop a PIL image to a square and resize it to the input size, RGB uint8."""
-    from PIL import Image
-
-    assert isinstance(image, Image.Image)
-    rgb = image.convert("RGB")
-    w, h = rgb.size
-    side = min(w, h)
-    left, top = (w - side) // 2, (h - side) // 2
-    square = rgb.crop((left, top, left + side, top + side))
-    return np.asarray(square.resize((INPUT_SIZE, INPUT_SIZE), Image.Resampling.BILINEAR), dtype=np.uint8)
 
 
 LETTERBOX_FILL = 114  # the grey YOLOv8 pads with in training and in Ultralytics' own inference
@@ -355,17 +321,15 @@ def letterbox_geometry(width: int, height: int, size: int = INPUT_SIZE) -> Lette
 
 
 def letterbox_with(image: object, size: int = INPUT_SIZE) -> tuple[np.ndarray, Letterbox]:
-    """:func:`letterbox`, with the geometry to map boxes back (no copy when the image is already size²)."""
+    """:func:`letterbox`, with the geometry to map boxes back (no copy when the image is already size²):
+    the agent's drawer, so an image letterboxed here is the input the board makes of it."""
     from PIL import Image
 
     assert isinstance(image, Image.Image)
+    # convert() to the mode the image already has is a full copy: skip it.
     rgb = image if image.mode == "RGB" else image.convert("RGB")
     box = letterbox_geometry(*rgb.size, size)
-    if box.identity:
-        return np.asarray(rgb, dtype=np.uint8), box
-    canvas = Image.new("RGB", (size, size), (LETTERBOX_FILL,) * 3)
-    canvas.paste(rgb.resize((box.new_w, box.new_h), Image.Resampling.BILINEAR), (box.pad_x, box.pad_y))
-    return np.asarray(canvas, dtype=np.uint8), box
+    return _letterboxed(rgb, box), box
 
 
 def letterbox(image: object, size: int = INPUT_SIZE) -> np.ndarray:

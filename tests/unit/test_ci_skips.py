@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -54,8 +53,7 @@ def test_every_appliance_module_that_boots_a_lab_is_marked_lab() -> None:
 def test_the_hook_turns_the_skip_into_a_failure(pytester: pytest.Pytester, monkeypatch) -> None:
     monkeypatch.setenv("CI", "true")
     # The sandbox has its own rootdir, so not our pythonpath setting: the copied conftest imports helpers.
-    tests = str(Path(__file__).parents[1])
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [tests, os.environ.get("PYTHONPATH")])))
+    monkeypatch.syspath_prepend(str(Path(__file__).parents[1]))
     pytester.makeconftest((Path(__file__).parents[1] / "conftest.py").read_text())
     pytester.makepyfile(
         test_example="""
@@ -67,5 +65,8 @@ def test_cannot():
     pytest.skip("needs root: run with sudo")
 """
     )
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    # In-process: a unit test starts no Python.
+    result = pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider", "-o", "asyncio_default_fixture_loop_scope=function"
+    )
     result.assert_outcomes(failed=1, skipped=1)

@@ -63,3 +63,30 @@ def test_the_build_backend_is_locked_for_the_no_isolation_install() -> None:
     assert "setuptools" in pins and "wheel" in pins
     floor = Requirement(tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"][0])
     assert all(floor.specifier.contains(v) for v, _ in pins["setuptools"])
+
+
+def test_the_build_requirements_are_said_once() -> None:
+    """requirements/build.in locks what [build-system] requires: the same requirements, floors included
+    (setuptools 77: the first to take an SPDX string as the license, PEP 639)."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    build_in = [
+        line.strip()
+        for line in (ROOT / "requirements" / "build.in").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    assert build_in == pyproject["build-system"]["requires"]
+    assert Requirement(build_in[0]).specifier.contains("77.0.0")
+    assert not Requirement(build_in[0]).specifier.contains("76.1.0")
+
+
+def test_the_license_file_is_the_license_the_metadata_names() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "Apache-2.0" and project["license-files"] == ["LICENSE"]
+    text = (ROOT / "LICENSE").read_text()
+    assert "Apache License" in text and "Version 2.0, January 2004" in text
+
+
+def test_the_bench_extra_is_the_controller_extra() -> None:
+    """`bench` is kept as an alias of `controller` (inventories name it): the same requirements."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert sorted(extras["bench"]) == sorted(extras["controller"])

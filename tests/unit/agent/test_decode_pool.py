@@ -62,14 +62,14 @@ async def serves_again(pool: DecodePool) -> None:
             break
         await asyncio.sleep(0.02)
     assert pool.in_flight == 0
-    assert (await pool.decode(JPEG, _image))[0].shape == (4, 4, 3)
+    assert (await pool.run(JPEG, _image))[0].shape == (4, 4, 3)
 
 
 async def test_decodes_run_on_the_pools_threads_and_come_back_with_their_time() -> None:
     with pool_and_gate(threads=2, queue_limit=1) as (pool, gate):
-        image, seconds = await pool.decode(JPEG, lambda: _image() + 1)
+        image, seconds = await pool.run(JPEG, lambda: _image() + 1)
         assert image.sum() == 4 * 4 * 3 and seconds >= 0
-        calls = [asyncio.create_task(pool.decode(JPEG, gate.work)) for _ in range(2)]
+        calls = [asyncio.create_task(pool.run(JPEG, gate.work)) for _ in range(2)]
         await gate.wait_started(2)  # both at once: two threads
         gate.open.set()
         await asyncio.gather(*calls)
@@ -79,13 +79,13 @@ async def test_decodes_run_on_the_pools_threads_and_come_back_with_their_time() 
 
 async def test_a_full_pool_refuses_with_resource_exhausted_and_recovers() -> None:
     with pool_and_gate(threads=1, queue_limit=1) as (pool, gate):
-        running = [asyncio.create_task(pool.decode(JPEG, gate.work)) for _ in range(2)]  # 1 + 1 queued
+        running = [asyncio.create_task(pool.run(JPEG, gate.work)) for _ in range(2)]  # 1 + 1 queued
         await gate.wait_started(1)
         assert pool.in_flight == pool.capacity == 2
         with pytest.raises(frames.FrameError, match="JPEG decoder is full") as refused:
-            await pool.decode(JPEG, gate.work)
+            await pool.run(JPEG, gate.work)
         assert refused.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
-        image, _ = await pool.decode(pb.ENCODING_RAW_RGB, _image)  # raw frames skip the pool
+        image, _ = await pool.run(pb.ENCODING_RAW_RGB, _image)  # raw frames skip the pool
         assert image.shape == (4, 4, 3)
         gate.open.set()
         await asyncio.gather(*running)
@@ -94,13 +94,13 @@ async def test_a_full_pool_refuses_with_resource_exhausted_and_recovers() -> Non
 
 async def test_a_cancelled_caller_keeps_its_slot_until_the_decode_returns() -> None:
     with pool_and_gate(threads=1, queue_limit=0) as (pool, gate):
-        task = asyncio.create_task(pool.decode(JPEG, gate.work))
+        task = asyncio.create_task(pool.run(JPEG, gate.work))
         await gate.wait_started(1)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
         with pytest.raises(frames.FrameError, match="full"):  # its thread still decodes
-            await pool.decode(JPEG, _image)
+            await pool.run(JPEG, _image)
         gate.open.set()
         await serves_again(pool)
 
@@ -111,6 +111,6 @@ async def test_a_decode_error_reaches_the_caller_and_frees_its_slot() -> None:
 
     with pool_and_gate(threads=1, queue_limit=0) as (pool, _):
         with pytest.raises(frames.FrameError, match="corrupt"):
-            await pool.decode(JPEG, corrupt)
+            await pool.run(JPEG, corrupt)
         assert pool.in_flight == 0  # released in the same loop callback that raised it here
         await serves_again(pool)

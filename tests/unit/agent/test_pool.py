@@ -34,13 +34,13 @@ def gated_pool(queue_limit: int) -> Iterator[tuple[GatedContext, WorkerPool]]:
 
 async def test_full_pool_refuses_beyond_the_queue_limit() -> None:
     with gated_pool(queue_limit=1) as (ctx, pool):
-        running = asyncio.create_task(pool.run(lambda: FRAME))
+        running = asyncio.create_task(pool.run(FRAME))
         await started(ctx)
-        waiting = asyncio.create_task(pool.run(lambda: FRAME))
+        waiting = asyncio.create_task(pool.run(FRAME))
         await asyncio.sleep(0.01)
         assert pool.waiting == 1 and pool.busy == 1
         with pytest.raises(PoolFull):
-            await pool.run(lambda: FRAME)
+            await pool.run(FRAME)
         ctx.gate.set()
         await asyncio.gather(running, waiting)
         assert ctx.runs == 2 and pool.waiting == 0 and pool.busy == 0
@@ -48,11 +48,11 @@ async def test_full_pool_refuses_beyond_the_queue_limit() -> None:
 
 async def test_a_cancelled_request_never_lets_a_context_serve_two_frames() -> None:
     with gated_pool(queue_limit=4) as (ctx, pool):
-        first = asyncio.create_task(pool.run(lambda: FRAME))
+        first = asyncio.create_task(pool.run(FRAME))
         await started(ctx)
         first.cancel()  # the client gave up; the NPU is still busy with its frame
         await asyncio.gather(first, return_exceptions=True)
-        second = asyncio.create_task(pool.run(lambda: FRAME))
+        second = asyncio.create_task(pool.run(FRAME))
         await asyncio.sleep(0.05)
         assert not second.done(), "the second frame ran while the context was still busy"
         assert ctx.max_active == 1
@@ -66,7 +66,7 @@ async def test_each_context_runs_on_its_own_thread_and_a_busy_one_reads_as_hung_
     contexts = [GatedContext(), GatedContext()]
     pool = WorkerPool(contexts, queue_limit=4)
     try:
-        tasks = [asyncio.create_task(pool.run(lambda: FRAME)) for _ in range(2)]
+        tasks = [asyncio.create_task(pool.run(FRAME)) for _ in range(2)]
         for ctx in contexts:
             await started(ctx)
         assert pool.busy == 2

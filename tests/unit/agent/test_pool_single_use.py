@@ -37,7 +37,7 @@ async def test_concurrent_load_never_mixes_answers() -> None:
     contexts = [EchoContext() for _ in range(4)]
     pool = WorkerPool(contexts, queue_limit=1000)
     try:
-        outcomes = await asyncio.gather(*(pool.run(lambda i=i: frame(i)) for i in range(200)))
+        outcomes = await asyncio.gather(*(pool.run(frame(i)) for i in range(200)))
     finally:
         pool.close()
     wrong = [
@@ -58,15 +58,15 @@ async def test_a_busy_context_handed_out_again_is_refused_not_run() -> None:
     pool = WorkerPool([slow], queue_limit=10)
     try:
         pool._free.put_nowait(pool._workers[0])  # a bug: the one worker is on the free list twice
-        first = asyncio.create_task(pool.run(lambda: frame(1)))
+        first = asyncio.create_task(pool.run(frame(1)))
         await asyncio.sleep(0.05)  # the first frame is inside the context
         with pytest.raises(ContextShared, match="NPU context 0 was about to serve a second frame"):
-            await pool.run(lambda: frame(2))
+            await pool.run(frame(2))
         outcome = await first
         assert np.array_equal(outcome.result.detections, answer_for(frame(1)))
         assert slow.runs == 1
         # Once the first frame returned the context, it serves again.
-        again = await pool.run(lambda: frame(3))
+        again = await pool.run(frame(3))
         assert np.array_equal(again.result.detections, answer_for(frame(3)))
     finally:
         pool.close()
@@ -78,7 +78,7 @@ async def test_contexts_sharing_state_are_what_the_guarantee_cannot_see() -> Non
     common = EchoState()
     pool = WorkerPool([EchoContext(common, 0.02), EchoContext(common, 0.02)], queue_limit=10)
     try:
-        outcomes = await asyncio.gather(*(pool.run(lambda i=i: frame(i)) for i in range(4)))
+        outcomes = await asyncio.gather(*(pool.run(frame(i)) for i in range(4)))
     finally:
         pool.close()
     assert any(not np.array_equal(o.result.detections, answer_for(frame(i))) for i, o in enumerate(outcomes))
@@ -90,9 +90,7 @@ async def test_a_pool_whose_workers_share_one_context_is_caught_under_load() -> 
     for worker in pool._workers:  # a bug: every slot drives the first context
         worker.context = contexts[0]
     try:
-        outcomes = await asyncio.gather(
-            *(pool.run(lambda i=i: frame(i)) for i in range(100)), return_exceptions=True
-        )
+        outcomes = await asyncio.gather(*(pool.run(frame(i)) for i in range(100)), return_exceptions=True)
     finally:
         pool.close()
     refused = [o for o in outcomes if isinstance(o, ContextShared)]

@@ -6,11 +6,8 @@ arm64 board is exercised by tests/appliance/test_arm64_board.py (root, the lab).
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 import types
-from pathlib import Path
 
 import pytest
 
@@ -24,44 +21,6 @@ class RKNNLite:
     def load_rknn(self, path):
         raise AssertionError("the start-up check must refuse before any context is made")
 """
-
-
-@pytest.fixture
-def fake_site(tmp_path: Path) -> Path:
-    pkg = tmp_path / "site" / "rknnlite"
-    pkg.mkdir(parents=True)
-    (pkg / "__init__.py").write_text("")
-    (pkg / "api.py").write_text(FAKE_RKNNLITE)
-    return tmp_path / "site"
-
-
-@pytest.fixture
-def agent_config(tmp_path: Path) -> Path:
-    model = tmp_path / "yolov8n.rknn"
-    model.write_bytes(b"RKNN fake")
-    cfg = tmp_path / "agent.yml"
-    cfg.write_text(f"node_name: b1\nbackend: rknn\nmodel: {model}\nnpu_cores: 2\nlisten: 127.0.0.1:0\n")
-    return cfg
-
-
-@pytest.mark.skipif(
-    any(Path(p).exists() for p in (rknn_mod.LIBRKNNRT, *rknn_mod.LIBRKNNRT_ALTERNATIVES)),
-    reason="this machine has a librknnrt.so: the missing-library path cannot be shown here",
-)
-def test_agent_without_librknnrt_exits_78_naming_the_file_and_fix(fake_site, agent_config) -> None:
-    env = {**os.environ, "PYTHONPATH": str(fake_site)}
-    proc = subprocess.run(
-        [sys.executable, "-m", "npudure", "agent", "--config", str(agent_config), "--check"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-    )
-    assert proc.returncode == rknn_mod.EX_CONFIG == 78, proc.stderr
-    lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "Traceback" not in proc.stderr
-    assert "/usr/lib/librknnrt.so is missing" in lines[0]
-    assert "npudure_rknn_runtime_src" in lines[0] and "backend: onnx" in lines[0]
 
 
 def test_missing_npu_device_is_named(monkeypatch, tmp_path) -> None:

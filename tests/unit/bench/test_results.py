@@ -277,13 +277,6 @@ def test_cli_refuses_an_existing_out_folder_before_contacting_anyone(
     assert "already exists" in capsys.readouterr().err
 
 
-def test_cli_names_an_unreachable_scheduler(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rc = _quiet_sweep(tmp_path / "new")
-    assert rc == cli.EXIT_ERROR
-    assert "cannot reach the scheduler at 127.0.0.1:9" in capsys.readouterr().err
-    assert not (tmp_path / "new").exists()
-
-
 @pytest.mark.parametrize("mode", ["bar", "lines", "quiet"])
 def test_progress_modes(mode: str, capsys: pytest.CaptureFixture[str]) -> None:
     from npudure.bench.progress import Progress

@@ -5,8 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
-from helpers.cli import run_npudure
 
 from npudure.board import soc
 from npudure.config import AgentConfig
@@ -57,24 +55,3 @@ def test_npu_cores_defaults_to_the_soc_and_more_is_refused(tmp_path: Path) -> No
     assert soc.resolve_npu_cores(_config(rk3576, backend="onnx", npu_cores=4))[0].npu_cores == 4
     unknown = fake_sysfs(tmp_path / "rk3566", COMPATIBLE["rk3566"])
     assert soc.resolve_npu_cores(_config(unknown, npu_cores=5))[0].npu_cores == 5
-
-
-def _agent_check(tmp_path: Path, board: str, **fields: object):  # type: ignore[no-untyped-def]
-    root = fake_sysfs(tmp_path / board, COMPATIBLE[board])
-    path = tmp_path / f"{board}.yml"
-    path.write_text(
-        yaml.safe_dump({"node_name": "b", "backend": "sim", "affinity": {"sysfs_root": str(root)}, **fields})
-    )
-    return run_npudure("agent", "--config", str(path), "--check")
-
-
-def test_agent_start_uses_every_core_and_refuses_too_many_with_exit_78(tmp_path: Path) -> None:
-    ok = _agent_check(tmp_path, "rk3588")
-    assert ok.returncode == 0, ok.stderr
-    # The sim emulates an RK3576: 8 contexts whatever the SoC, on the 3 NPU cores it found.
-    assert "8 context(s) (sim default" in ok.stdout and "RK3588 (3 NPU cores" in ok.stdout
-    bad = _agent_check(tmp_path, "rk3576", npu_cores=3)
-    assert bad.returncode == 78
-    assert "Traceback" not in bad.stderr
-    lines = bad.stderr.strip().splitlines()
-    assert len(lines) == 1 and "RK3576 with 2 NPU cores" in lines[0] and "set npu_cores to 2" in lines[0]

@@ -3,29 +3,15 @@ and names only series the services export or the recording rules make."""
 
 from __future__ import annotations
 
-import json
 import re
-from pathlib import Path
 
 import yaml
-from helpers import promtool
-
-ROOT = Path(__file__).resolve().parents[3]
-DASHBOARD = ROOT / "monitoring" / "dashboards" / "npudure-fleet.json"
-# Grafana's variables, replaced by what they expand to, so promtool sees plain PromQL.
-VARIABLES = {"$__rate_interval": "1m", "$__interval": "1m", "${board}": ".*", "$board": ".*"}
+from helpers.cli import ROOT
+from helpers.monitoring_files import dashboard_queries
 
 
 def queries() -> list[tuple[str, str]]:
-    dashboard = json.loads(DASHBOARD.read_text())
-    found = []
-    for panel in dashboard["panels"]:
-        for target in panel.get("targets", []):
-            expr = target["expr"]
-            for name, value in VARIABLES.items():
-                expr = expr.replace(name, value)
-            found.append((f"{panel['title']} [{target['refId']}]", expr))
-    return found
+    return dashboard_queries()
 
 
 def test_the_fleet_overview_has_the_issue_s_panels() -> None:
@@ -40,25 +26,6 @@ def test_the_fleet_overview_has_the_issue_s_panels() -> None:
         "npudure_scheduler_board_state",
     ):
         assert series in text, series
-
-
-def test_every_panel_query_passes_promtool(tmp_path) -> None:
-    found = queries()
-    assert len(found) >= 10
-    rules = {
-        "groups": [
-            {
-                "name": "dashboard",
-                "rules": [
-                    {"record": f"dashboard:query_{i}", "expr": expr} for i, (_, expr) in enumerate(found)
-                ],
-            }
-        ]
-    }
-    path = tmp_path / "dashboard-queries.yml"
-    path.write_text(yaml.safe_dump(rules, sort_keys=False))
-    done = promtool.run("check", "rules", path)
-    assert done.returncode == 0, done.stdout + done.stderr + "\n" + "\n".join(f"{t}: {e}" for t, e in found)
 
 
 def test_every_series_a_panel_names_exists() -> None:

@@ -4,15 +4,11 @@ alert documented (summary, description, a runbook section that exists) and teste
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-import pytest
 import yaml
-from helpers import promtool
-
-ROOT = Path(__file__).resolve().parents[3]
-RULES = sorted((ROOT / "monitoring" / "rules").glob("*.yml"))
-TESTS = sorted((ROOT / "monitoring" / "tests").glob("*.test.yml"))
+from helpers.cli import ROOT
+from helpers.monitoring_files import RULE_TESTS as TESTS
+from helpers.monitoring_files import RULES
 
 
 def alerts() -> list[dict]:
@@ -23,18 +19,6 @@ def alerts() -> list[dict]:
         for rule in group["rules"]
         if "alert" in rule
     ]
-
-
-def test_promtool_check_rules() -> None:
-    done = promtool.run("check", "rules", *RULES)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS" in done.stdout
-
-
-@pytest.mark.parametrize("test_file", TESTS, ids=lambda p: p.name)
-def test_promtool_test_rules(test_file: Path) -> None:
-    done = promtool.run("test", "rules", test_file, timeout_s=120)
-    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_the_issue_s_alerts_are_all_there() -> None:

@@ -9,6 +9,7 @@ import pytest
 from npudure.config import BoardConfig, SchedulerConfig
 from npudure.proto import contract
 from npudure.proto import inference_pb2 as pb
+from npudure.scheduler import membership, route
 from npudure.scheduler.server import Scheduler
 
 
@@ -36,6 +37,22 @@ class _Context:
 
 
 TOKEN = "t" * 32
+
+
+async def _watch_nothing(self: membership.BoardMonitor) -> None:
+    return None
+
+
+async def _push_nowhere(self: route.ServingPusher, board: object, reasons: list[str]) -> None:
+    return None
+
+
+@pytest.fixture(autouse=True)
+def _no_pushes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The boards' serving reasons are pushed, and a board added is health-checked, over gRPC: not to the
+    boards at 127.0.0.1:1 and :2 from a unit test."""
+    monkeypatch.setattr(route.ServingPusher, "_push", _push_nowhere)
+    monkeypatch.setattr(membership.BoardMonitor, "run", _watch_nothing)
 
 
 @pytest.fixture
@@ -89,8 +106,6 @@ async def test_a_reload_that_a_handover_overtakes_while_it_resolves_changes_noth
     """The reload awaits the new boards' name lookups after the frozen check: a handover that began
     meanwhile (its successor read the saved state) must find the reload refused, not applied here."""
     import yaml
-
-    from npudure.scheduler import membership
 
     token = tmp_path / "admin-token"
     token.write_text(TOKEN + "\n")

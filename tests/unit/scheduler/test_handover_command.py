@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import yaml
 
 from npudure.scheduler import handover
-from npudure.service.handover import PID_NAME
 
 
 def _config(tmp_path: Path) -> Path:
@@ -26,11 +23,3 @@ def test_nothing_serving_is_exit_3_in_one_line_so_the_role_restarts(tmp_path: Pa
     assert handover.run(str(_config(tmp_path))) == handover.EX_NOT_RUNNING == 3
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "no scheduler serves" in err and "start or restart it" in err
-
-
-def test_a_pid_file_naming_an_exited_process_is_exit_3_too(tmp_path: Path, capsys) -> None:
-    gone = subprocess.Popen([sys.executable, "-c", "pass"])
-    gone.wait()
-    (tmp_path / PID_NAME).write_text(f"{gone.pid}\n")
-    assert handover.run(str(_config(tmp_path))) == 3
-    assert "no scheduler serves" in capsys.readouterr().err

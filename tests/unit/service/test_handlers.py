@@ -1,8 +1,8 @@
 """npudure/service/handlers.py without a server: the rate-limited warning (a fake monotonic clock).
 
 ``wrap`` itself is exercised through its two users on real grpc.aio servers, every handler kind:
-tests/unit/security/test_revocation.py (unary, a writer stream) and tests/integration/test_fuzz_grpc.py
-(StrictDecoding on Cluster, Node, Health and reflection).
+tests/integration/test_revocation_interceptor.py (unary, a writer stream) and
+tests/integration/test_fuzz_grpc.py (StrictDecoding on Cluster, Node, Health and reflection).
 """
 
 from __future__ import annotations

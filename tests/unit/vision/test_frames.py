@@ -1,6 +1,10 @@
+"""A request's frame through the agent's path (check at the edge, then decode): raw frames are views,
+JPEGs decode to RGB, and every refusal says what was expected."""
+
 import grpc
 import numpy as np
 import pytest
+from helpers.agent_frames import decode_as_the_agent
 
 from npudure.proto import inference_pb2 as pb
 from npudure.vision import frames
@@ -8,7 +12,7 @@ from npudure.vision import frames
 
 def test_raw_frame_roundtrip_without_copy() -> None:
     image = np.arange(640 * 640 * 3, dtype=np.uint32).astype(np.uint8).reshape(640, 640, 3)
-    decoded = frames.decode(pb.ENCODING_RAW_RGB, image.tobytes())
+    decoded = decode_as_the_agent(pb.ENCODING_RAW_RGB, image.tobytes())
     assert decoded.shape == (640, 640, 3)
     assert np.array_equal(decoded, image)
 
@@ -16,7 +20,7 @@ def test_raw_frame_roundtrip_without_copy() -> None:
 def test_jpeg_decodes_to_rgb() -> None:
     image = np.zeros((640, 640, 3), np.uint8)
     image[:, :, 0] = 200
-    decoded = frames.decode(pb.ENCODING_JPEG, frames.encode_jpeg(image))
+    decoded = decode_as_the_agent(pb.ENCODING_JPEG, frames.encode_jpeg(image))
     assert decoded.shape == (640, 640, 3)
     assert abs(int(decoded[..., 0].mean()) - 200) < 4
 
@@ -35,15 +39,17 @@ def test_jpeg_decodes_to_rgb() -> None:
 )
 def test_bad_frames_say_what_was_expected(encoding: int, payload: bytes, fragment: str) -> None:
     with pytest.raises(frames.FrameError) as err:
-        frames.decode(encoding, payload)
+        decode_as_the_agent(encoding, payload)
     assert fragment in str(err.value)
     assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
 
 
-def test_jpeg_of_wrong_size_is_refused() -> None:
-    small = frames.encode_jpeg(np.zeros((320, 320, 3), np.uint8))
-    with pytest.raises(frames.FrameError, match="320x320"):
-        frames.decode(pb.ENCODING_JPEG, small)
+def test_jpeg_of_another_size_is_letterboxed_not_refused() -> None:
+    small = frames.encode_jpeg(np.full((160, 320, 3), 200, np.uint8))  # 2:1 -> 640x320 band on grey
+    decoded = decode_as_the_agent(pb.ENCODING_JPEG, small)
+    assert decoded.shape == frames.FRAME_SHAPE
+    assert (decoded[:160] == frames.LETTERBOX_FILL).all() and (decoded[480:] == frames.LETTERBOX_FILL).all()
+    assert abs(int(decoded[200:440].mean()) - 200) < 4
 
 
 def test_letterbox_keeps_the_aspect_ratio_on_yolo_grey() -> None:

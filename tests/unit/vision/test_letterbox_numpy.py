@@ -1,7 +1,9 @@
-"""The agent's letterbox (numpy padding, no PIL canvas, no same-mode copy) gives the pixels of the
-PIL-canvas letterbox (``letterbox_with``) of the same decoded image, for every size, mode and format;
-and its JPEG decode (libjpeg-turbo through simplejpeg, DCT-scaled by M/8) stays within a grey level
-on average of Pillow's full-resolution decode and letterbox."""
+"""The one letterbox drawer (numpy padding, no PIL canvas, no same-mode copy), in the agent
+(``decode_for_model``) and for images already decoded (``letterbox_with``), gives the pixels of a
+PIL-canvas letterbox written out here (Pillow's resize pasted on a grey canvas, as ultralytics draws
+it) of the same decoded image, for every size, mode and format; and the agent's JPEG decode
+(libjpeg-turbo through simplejpeg, DCT-scaled by M/8) stays within a grey level on average of
+Pillow's full-resolution decode and letterbox."""
 
 from __future__ import annotations
 
@@ -14,12 +16,25 @@ from PIL import Image
 
 from npudure.proto import inference_pb2 as pb
 from npudure.vision.frames import (
+    LETTERBOX_FILL,
     decode_for_model,
     encode_jpeg,
     letterbox_geometry,
     letterbox_with,
     synthetic_frame,
 )
+
+
+def pil_canvas_letterbox(image: Image.Image, size: int = 640) -> np.ndarray:
+    """The reference: resized into ``letterbox_geometry`` and pasted on a grey Pillow canvas."""
+    rgb = image.convert("RGB")
+    box = letterbox_geometry(*rgb.size, size)
+    if box.identity:
+        return np.asarray(rgb)
+    canvas = Image.new("RGB", (size, size), (LETTERBOX_FILL,) * 3)
+    canvas.paste(rgb.resize((box.new_w, box.new_h), Image.Resampling.BILINEAR), (box.pad_x, box.pad_y))
+    return np.asarray(canvas)
+
 
 SIZES = [(640, 640), (1920, 1080), (1080, 1920), (800, 600), (333, 777), (100, 50)]
 
@@ -49,7 +64,9 @@ def test_decode_for_model_matches_the_pil_canvas_letterbox(w, h, mode, fmt, size
         want = np.asarray(scaled if box.identity else canvas)
     else:
         with Image.open(io.BytesIO(data)) as image:
-            want, _ = letterbox_with(image.convert("RGB"), size)
+            want = pil_canvas_letterbox(image, size)
+            drawn, drawn_box = letterbox_with(image, size)  # the same drawer for a decoded image
+        assert drawn_box == box and np.array_equal(drawn, want)
     assert geometry == box
     assert got.shape == want.shape == (size, size, 3) and got.dtype == np.uint8
     assert np.array_equal(got, want)
@@ -65,7 +82,7 @@ def test_jpeg_decode_is_close_to_pillows_full_resolution_letterbox(w: int, h: in
         data = encode_jpeg(np.asarray(picture))
         got, _ = decode_for_model(pb.ENCODING_JPEG, data)
         with Image.open(io.BytesIO(data)) as image:
-            want, _ = letterbox_with(image.convert("RGB"))
+            want = pil_canvas_letterbox(image)
         diff = np.abs(got.astype(np.int16) - want)
         if (w, h) == (640, 640):
             assert not diff.any()

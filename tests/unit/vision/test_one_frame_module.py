@@ -7,6 +7,7 @@ import ast
 from pathlib import Path
 
 import numpy as np
+from helpers.agent_frames import decode_as_the_agent
 
 from npudure.proto import inference_pb2 as pb
 from npudure.vision import frames
@@ -41,8 +42,20 @@ def test_no_backend_imports_another_for_a_frame_check() -> None:
 def test_frame_makers_fit_the_decoder() -> None:
     from PIL import Image
 
+    from npudure.bench.payloads import fit_640
+
     wide = Image.fromarray(np.full((300, 900, 3), 90, np.uint8))
-    fitted = frames.fit(wide)
+    fitted = fit_640(wide)
     made = frames.synthetic_frame(7)
     for frame in (fitted, made):
-        assert frames.decode(pb.ENCODING_RAW_RGB, frame.tobytes()).shape == frame.shape
+        assert decode_as_the_agent(pb.ENCODING_RAW_RGB, frame.tobytes()).shape == frame.shape
+
+
+def test_one_frame_api_one_letterbox_drawer() -> None:
+    """The 640-only generation (check_request, decode, decode_checked, fit) is gone: the agent's
+    check_request_for and decode_for_model are the API; one function draws a letterbox."""
+    for gone in ("check_request", "decode", "decode_checked", "fit"):
+        assert not hasattr(frames, gone), gone
+    source = (PACKAGE / "vision" / "frames.py").read_text()
+    assert source.count("Image.new(") == 0  # no PIL canvas: the numpy padding (_pad) is the drawer
+    assert source.count(".resize(") == 1  # in _letterboxed, and nowhere else
