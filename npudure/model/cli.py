@@ -44,6 +44,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     info = sub.add_parser("info", help="show a model's inputs, outputs, parameters, FLOPs and sha256")
     info.add_argument("path", type=Path)
 
+    labelmap = sub.add_parser(
+        "labelmap",
+        help="write Frigate's labelmap for a model (its labelmap_path), COCO-80 without one",
+        description="Write the labelmap Frigate's `model: labelmap_path:` takes: one `<id>  <name>` line "
+        "per class, from the .rknn's record beside it, an ONNX file's names metadata, or, with no "
+        "model, npudure's own COCO-80 model.",
+    )
+    labelmap.add_argument("model", type=Path, nargs="?", help="the .rknn or .onnx the boards serve")
+    labelmap.add_argument("--out", type=Path, help="write here instead of standard output")
+
     frames = sub.add_parser(
         "frames",
         help="write seeded synthetic frames as PNG (+ dataset.txt for rknn-toolkit2 quantization)",
@@ -276,6 +286,25 @@ def _convert(args: argparse.Namespace) -> int:
     return 0
 
 
+def _labelmap(args: argparse.Namespace) -> int:
+    from npudure.model.labelmap import LabelmapError, names_of, render
+
+    try:
+        text = render(names_of(args.model))
+    except LabelmapError as exc:
+        print(f"npudure model labelmap: {exc}", file=sys.stderr)
+        return 65  # EX_DATAERR: the model, not the command line
+    if args.out is None:
+        sys.stdout.write(text)
+        return 0
+    try:
+        args.out.write_text(text)
+    except OSError as exc:
+        print(f"npudure model labelmap: cannot write {args.out}: {exc.strerror}", file=sys.stderr)
+        return 73  # EX_CANTCREAT
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
-    commands = {"build": _build, "info": _info, "frames": _frames, "convert": _convert}
+    commands = {"build": _build, "info": _info, "frames": _frames, "convert": _convert, "labelmap": _labelmap}
     return commands[args.model_command](args)
