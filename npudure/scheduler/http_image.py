@@ -70,6 +70,9 @@ def sniff(data: bytes, max_pixels: int, max_bytes: int) -> Header:
             f"{frames.MAX_IMAGE_SIDE} a side: scale it down before posting",
             status=413,
         )
+    costly = frames.png_too_costly(data) if header.format == "PNG" else None
+    if costly is not None:
+        raise ImageError(costly, status=413)
     if len(data) + ENVELOPE_BYTES > max_bytes:
         raise ImageError(
             f"the image file is {len(data):,} bytes; the boards take at most "

@@ -93,7 +93,38 @@ _TRUNCATED = "Premature end of JPEG file"  # libjpeg's JWRN_JPEG_EOF: the data r
 MAX_IMAGE_SIDE = 8192
 MAX_IMAGE_PIXELS = 40_000_000
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+# What one image may take once decoded: a MAX_IMAGE_PIXELS 8-bit RGB image. A PNG's decoder holds
+# pixels x channels x bit depth (a 252 KiB 5760x5760 16-bit RGBA PNG took 267 MiB and 0.9 s of a board),
+# so that product is bounded, not the pixels alone; its decode time grows with it.
+MAX_DECODED_BYTES = MAX_IMAGE_PIXELS * 3
+# PNG colour type -> channels (0 grey, 2 RGB, 3 palette, 4 grey + alpha, 6 RGBA).
+_PNG_CHANNELS = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}
+_PNG_KINDS = {0: "grey", 2: "RGB", 3: "palette", 4: "grey+alpha", 6: "RGBA"}
 _FORMATS: dict[int, str] = {pb.ENCODING_JPEG: "JPEG", pb.ENCODING_PNG: "PNG"}
+
+
+def png_decoded_bytes(data: bytes | memoryview) -> int | None:
+    """What a PNG's pixels take decoded (width x height x channels x bit depth, from its IHDR chunk);
+    None when the header is not there (the decoder then says what is wrong)."""
+    head = bytes(data[:26])
+    if len(head) < 26 or head[:8] != PNG_MAGIC or head[12:16] != b"IHDR":
+        return None
+    width, height = int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+    bits, channels = head[24], _PNG_CHANNELS.get(head[25], 4)
+    return width * height * max(1, channels * bits // 8)
+
+
+def png_too_costly(data: bytes | memoryview) -> str | None:
+    """Why a PNG would cost more to decode than one image may (one line), else None."""
+    decoded = png_decoded_bytes(data)
+    if decoded is None or decoded <= MAX_DECODED_BYTES:
+        return None
+    bits, kind = data[24], _PNG_KINDS.get(data[25], "?")
+    return (
+        f"the PNG decodes to {decoded / 1e6:.0f} MB ({bits}-bit {kind}); at most "
+        f"{MAX_DECODED_BYTES / 1e6:.0f} MB is decoded per image: save it as an 8-bit RGB PNG or a JPEG, "
+        "or scale it down"
+    )
 
 
 def frame_bytes(size: int) -> int:
@@ -221,6 +252,9 @@ def _png_for_model(
     from PIL import Image
 
     try:
+        costly = png_too_costly(frame)
+        if costly is not None:  # from the header, before the decoder holds anything
+            raise FrameError(costly)
         with Image.open(io.BytesIO(frame), formats=["PNG"]) as image:
             w, h = image.size
             if _too_big(w, h):
