@@ -39,9 +39,6 @@ DEFAULT_OVERRIDES: dict[str, object] = {
     # Every board in one batch: converging the lab before a measurement need not roll one board at a
     # time (3x slower on this host); the operator scenarios that measure a roll set 1.
     "npudure_serial": "100%",
-    # Frigate's zmq deadline (200 ms) x the time scale: a frame takes ~260 ms on a board 10x slowed, so
-    # at 200 ms the scheduler would rightly refuse every frame as one it cannot finish in time.
-    "npudure_scheduler_zmq_request_timeout_ms": 2000,
 }
 # Same reconnect backoff as the scheduler's own board channels: a restarted peer is found in < 2 s
 # instead of gRPC's default 1-120 s client backoff, so recovery times measure the cluster.

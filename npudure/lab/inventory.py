@@ -25,6 +25,8 @@ def default_path() -> Path:
 
 
 SYNTHETIC_DETECTIONS = 12
+# Frigate's 200 ms x 25, the slowest time scale the lab picks (npudure.lab.timescale) with margin.
+LAB_ZMQ_TIMEOUT_MS = 5000
 # Short timings, so that the lab test of the alerts is quick: a board-down alert (for: 1m) fires within
 # 1 min + 2 scrapes of 5 s.
 SCRAPE_INTERVAL = "5s"
@@ -78,6 +80,11 @@ def render(
                 "npudure_backend": backend,
                 # The emulated NPU's pace, picked for this host (npudure.lab.timescale); -e overrides.
                 "npudure_agent_sim_time_scale": sim_time_scale,
+                # Frigate's zmq deadline (200 ms) in the emulated boards' time: a board 10x slowed takes
+                # ~260 ms a frame, which a 200 ms deadline would rightly refuse. Fixed, not derived from
+                # the time scale: every playbook run must render the scheduler config the same, or a
+                # run without the -e time scale would change it and hand the scheduler over.
+                "npudure_scheduler_zmq_request_timeout_ms": LAB_ZMQ_TIMEOUT_MS,
                 # sim: SYNTHETIC boxes seeded by each frame, so the HTTP API's boxes can be checked.
                 "npudure_agent_sim_synthetic_detections": SYNTHETIC_DETECTIONS,
                 "npudure_agent_sysfs_root": sysfs_root,

@@ -123,7 +123,7 @@ def test_the_labs_scheduler_serves_frigates_zmq_detector_with_the_boxes_of_the_h
     side = 320
     picture = synthetic_frame(2, side)
     sched = fleet.lab.node("sched").address
-    # The patient client: the scheduler's deadline (2 s in the lab, 200 ms x its time scale) decides.
+    # The patient client: the scheduler's deadline decides (5 s in the lab: npudure.lab.inventory).
     with FrigateDetector(f"tcp://{sched}:{ZMQ_PORT}", request_timeout_ms=10_000) as detector:
         rows = detector.detect_raw(picture[None])
         assert detector.timeouts == 0
