@@ -18,6 +18,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from npudure.backends import sim_npu
 from npudure.bench.payloads import FrameSet
 from npudure.bench.results import write_json
 from npudure.bench.samples import Samples
@@ -25,10 +26,19 @@ from npudure.faults.analysis import Column, Tally, cell, pass_fail, spec_table, 
 from npudure.faults.background import BackgroundLoad, Poll, StatusPoller
 
 MAX_GAP_S = 0.5
+# One frame alone on an emulated board at time scale 1 (sim v2's three phases, docs/sim-model.md).
+SIM_FRAME_S = sim_npu.CPU_PHASE_S + sim_npu.SUBMIT_S + sim_npu.CORE_S
 MODES = ("scheduler", "proxyless")
 # The load generator's own process is counted as stalled when its 20 ms heartbeat oversleeps this.
 STALL_S = 0.25
 Log = Callable[[str], None]
+
+
+def gap_limit_s(time_scale: float = 1.0) -> float:
+    """The longest stretch without a reply a change may cause: MAX_GAP_S on real boards; on emulated ones
+    plus what the emulator stretches one frame by ((time scale - 1) x a frame alone), since a client
+    waits out at least one frame in the boards' slowed time (0.73 s at the lab's time scale 10)."""
+    return MAX_GAP_S + max(0.0, time_scale - 1.0) * SIM_FRAME_S
 
 
 class Heartbeat:
@@ -159,6 +169,7 @@ def analyse_operation(
     window: Window,
     action_error: str | None = None,
     stalls: Sequence[tuple[float, float]] = (),
+    time_scale: float = 1.0,
 ) -> OperationResult:
     """A gap fails the scenario unless the load generator was itself stalled for most of it (then the
     clients could not have sent or seen anything: a host starved of CPU, shown in the table)."""
@@ -174,10 +185,11 @@ def analyse_operation(
         codes = ", ".join(f"{k} x{v}" for k, v in r.error_codes.items())
         r.why.append(f"{r.failed} client request(s) failed ({codes})")
     r.gap_stalled_s = stalled_during(stalls, r.gap_at_s, r.longest_gap_s)
-    if r.longest_gap_s >= MAX_GAP_S and r.longest_gap_s - r.gap_stalled_s >= MAX_GAP_S:
+    limit = gap_limit_s(time_scale)
+    if r.longest_gap_s >= limit and r.longest_gap_s - r.gap_stalled_s >= limit:
         r.why.append(
             f"no successful reply for {r.longest_gap_s:.2f} s from t={r.gap_at_s:.1f} s "
-            f"(the limit is {MAX_GAP_S} s)"
+            f"(the limit is {limit:.2f} s{'' if time_scale == 1.0 else f' at time scale {time_scale:g}'})"
         )
     r.passed = not r.why
     return r
@@ -197,9 +209,11 @@ def run_operation(
     modes: Sequence[str] = MODES,
     log: Log = print,
     watch_board: str | None = None,
+    time_scale: float = 1.0,
 ) -> list[OperationResult]:
     """``action`` (e.g. a playbook run) under one closed loop per mode at ``concurrency`` each.
-    ``watch_board``: a board the action adds; each result says when it first served (board_served_s)."""
+    ``watch_board``: a board the action adds; each result says when it first served (board_served_s).
+    ``time_scale``: the emulated boards' (the gap limit follows it: :func:`gap_limit_s`)."""
     t0 = time.perf_counter()
     stop = threading.Event()
     span = baseline_s + budget_s + tail_s
@@ -242,7 +256,7 @@ def run_operation(
         assert start_s is not None and end_s is not None
         window = Window(warmup_s, start_s, end_s, result.window_end_s)
         result.samples.save(out_dir / f"samples-{mode}.npz")
-        r = analyse_operation(scenario, mode, result.samples, window, action_error, stalls)
+        r = analyse_operation(scenario, mode, result.samples, window, action_error, stalls, time_scale)
         if watch_board is not None:
             served_at = first_served_s(polls, watch_board, start_s)
             r.board_served_s = None if served_at is None else served_at - end_s

@@ -7,7 +7,15 @@ import grpc
 import pytest
 
 from npudure.bench.samples import from_raw
-from npudure.faults.operations import MAX_GAP_S, Window, analyse_operation, longest_gap, stalled_during, table
+from npudure.faults.operations import (
+    MAX_GAP_S,
+    Window,
+    analyse_operation,
+    gap_limit_s,
+    longest_gap,
+    stalled_during,
+    table,
+)
 from npudure.proto import inference_pb2 as pb
 
 UNAVAILABLE = grpc.StatusCode.UNAVAILABLE.value[0]
@@ -109,3 +117,14 @@ def test_a_roll_counts_the_most_boards_out_at_once_in_the_action_only() -> None:
     assert boards_out(polls, 0.0, 1.2) == (2, ["board1", "board2"])
     assert boards_out(polls, 1.0, 1.2) == (0, [])  # HOT still serves
     assert boards_out(polls, 1.55, 1.65) == (None, [])
+
+
+def test_the_gap_limit_is_the_boards_in_the_emulated_boards_time() -> None:
+    """0.5 s on a board; at time scale 10 plus nine more frame times of a frame alone (26 ms each)."""
+    assert gap_limit_s(1.0) == MAX_GAP_S
+    assert gap_limit_s(10.0) == pytest.approx(0.5 + 9 * 0.026, abs=0.005)
+    rows = [*steady(1.0, 6.0, 0.05), *steady(6.65, 12.0, 0.05)]  # silent from 6.0 to 6.70: 0.65 s
+    window = Window(1.0, 5.0, 10.0, 12.0)
+    assert not analyse_operation("rolling-change", "scheduler", samples(rows), window).passed
+    slowed = analyse_operation("rolling-change", "scheduler", samples(rows), window, time_scale=10.0)
+    assert slowed.passed, slowed.why
