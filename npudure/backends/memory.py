@@ -12,8 +12,9 @@ import os
 from pathlib import Path
 
 from npudure.backends.base import BackendError
+from npudure.board import meminfo as meminfo_mod
 
-MEMINFO = "/proc/meminfo"
+MEMINFO = meminfo_mod.MEMINFO
 MiB = 1 << 20
 
 # ESTIMATE, not measured (no NPU here: librknnrt needs the rknpu driver, which neither this x86 machine
@@ -31,17 +32,7 @@ class ContextMemoryError(BackendError):
 
 def mem_available(meminfo: str | None = None) -> int | None:
     """MemAvailable in bytes, or None where the file or the line is missing (not Linux)."""
-    try:
-        text = Path(meminfo or MEMINFO).read_text()
-    except OSError:
-        return None
-    for line in text.splitlines():
-        name, _, rest = line.partition(":")
-        if name == "MemAvailable":
-            fields = rest.split()
-            if fields and fields[0].isdigit():
-                return int(fields[0]) * (1024 if fields[1:] == ["kB"] else 1)
-    return None
+    return meminfo_mod.field_bytes("MemAvailable", meminfo or MEMINFO)
 
 
 def rss_bytes() -> int:

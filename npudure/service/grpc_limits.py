@@ -31,6 +31,7 @@ from pathlib import Path
 
 import grpc
 
+from npudure.board import meminfo
 from npudure.config import ServerLimits
 from npudure.proto import contract
 from npudure.service.decoding import StrictDecoding, quiet_call_ended_errors
@@ -65,17 +66,6 @@ def server_options(limits: ServerLimits, max_message_bytes: int) -> list[tuple[s
     ]
 
 
-def mem_total_bytes(meminfo: Path = Path("/proc/meminfo")) -> int | None:
-    """The host's RAM (MemTotal), None where /proc/meminfo is unreadable."""
-    try:
-        for line in meminfo.read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
 def call_cap(
     limits: ServerLimits, max_message_bytes: int, request_queue: int, mem_total: int | None = None
 ) -> int:
@@ -85,7 +75,7 @@ def call_cap(
     (390 MB promised and never sent grew a scheduler by 346 MiB), on a 2 GiB board as on a server.
     Never below CONTROL_CALLS: control calls carry small messages."""
     wanted = request_queue + CONTROL_CALLS
-    total = mem_total if mem_total is not None else mem_total_bytes()
+    total = mem_total if mem_total is not None else meminfo.field_bytes("MemTotal")
     if total is None:
         return wanted
     by_memory = int(total * limits.body_memory_fraction) // max(1, max_message_bytes)

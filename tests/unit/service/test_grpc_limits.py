@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from npudure.board.meminfo import field_bytes
 from npudure.config import ServerLimits
 from npudure.service import grpc_limits
 
@@ -86,5 +87,5 @@ def test_the_cap_never_falls_below_the_control_calls() -> None:
 def test_ram_is_read_from_meminfo(tmp_path: Path) -> None:
     meminfo = tmp_path / "meminfo"
     meminfo.write_text("MemTotal:       24576000 kB\nMemFree: 1 kB\n")
-    assert grpc_limits.mem_total_bytes(meminfo) == 24576000 * 1024
-    assert grpc_limits.mem_total_bytes(tmp_path / "absent") is None
+    assert field_bytes("MemTotal", meminfo) == 24576000 * 1024
+    assert field_bytes("MemTotal", tmp_path / "absent") is None
