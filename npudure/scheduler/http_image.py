@@ -107,9 +107,8 @@ def _jpeg(data: bytes) -> Header:
 
 
 def _png(data: bytes) -> Header:
-    # The signature, then the IHDR chunk first: length (13), "IHDR", width, height (big-endian).
-    if len(data) < 24 or data[12:16] != b"IHDR":
+    header = frames.png_header(data)
+    if header is None:
         raise ImageError("the image could not be decoded (corrupt or truncated PNG: no IHDR header)")
-    width = int.from_bytes(data[16:20], "big")
-    height = int.from_bytes(data[20:24], "big")
+    width, height, _, _ = header
     return Header("PNG", pb.ENCODING_PNG, width, height)

@@ -103,15 +103,23 @@ _PNG_KINDS = {0: "grey", 2: "RGB", 3: "palette", 4: "grey+alpha", 6: "RGBA"}
 _FORMATS: dict[int, str] = {pb.ENCODING_JPEG: "JPEG", pb.ENCODING_PNG: "PNG"}
 
 
-def png_decoded_bytes(data: bytes | memoryview) -> int | None:
-    """What a PNG's pixels take decoded (width x height x channels x bit depth, from its IHDR chunk);
-    None when the header is not there (the decoder then says what is wrong)."""
+def png_header(data: bytes | memoryview) -> tuple[int, int, int, int] | None:
+    """(width, height, bit depth, colour type) from a PNG's IHDR chunk, the first after the signature;
+    None when the data is not a PNG or is cut before it."""
     head = bytes(data[:26])
     if len(head) < 26 or head[:8] != PNG_MAGIC or head[12:16] != b"IHDR":
         return None
-    width, height = int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
-    bits, channels = head[24], _PNG_CHANNELS.get(head[25], 4)
-    return width * height * max(1, channels * bits // 8)
+    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big"), head[24], head[25]
+
+
+def png_decoded_bytes(data: bytes | memoryview) -> int | None:
+    """What a PNG's pixels take decoded (width x height x channels x bit depth, from its IHDR chunk);
+    None when the header is not there (the decoder then says what is wrong)."""
+    header = png_header(data)
+    if header is None:
+        return None
+    width, height, bits, colour = header
+    return width * height * max(1, _PNG_CHANNELS.get(colour, 4) * bits // 8)
 
 
 def png_too_costly(data: bytes | memoryview) -> str | None:
@@ -119,9 +127,9 @@ def png_too_costly(data: bytes | memoryview) -> str | None:
     decoded = png_decoded_bytes(data)
     if decoded is None or decoded <= MAX_DECODED_BYTES:
         return None
-    bits, kind = data[24], _PNG_KINDS.get(data[25], "?")
+    _, _, bits, colour = png_header(data) or (0, 0, 0, 0)
     return (
-        f"the PNG decodes to {decoded / 1e6:.0f} MB ({bits}-bit {kind}); at most "
+        f"the PNG decodes to {decoded / 1e6:.0f} MB ({bits}-bit {_PNG_KINDS.get(colour, '?')}); at most "
         f"{MAX_DECODED_BYTES / 1e6:.0f} MB is decoded per image: save it as an 8-bit RGB PNG or a JPEG, "
         "or scale it down"
     )
