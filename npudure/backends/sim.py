@@ -198,7 +198,7 @@ class SimBackend(Backend):
 
     def mean_service_s(self) -> float:
         """One frame's model time with the board otherwise idle (a single context's latency)."""
-        return (sim_npu.CPU_PHASE_S + sim_npu.SUBMIT_S + sim_npu.CORE_S) * self.phase_scale()
+        return sim_npu.FRAME_ALONE_S * self.phase_scale()
 
     def capacity_inf_s(self) -> float:
         """Mean throughput of this emulated board with every context busy (exact for the model)."""

@@ -34,6 +34,8 @@ import time
 CPU_PHASE_S = 0.0112
 SUBMIT_S = 0.00567
 CORE_S = 0.00922
+# One frame alone on an idle board (a single context's latency) at time scale 1: 26.1 ms.
+FRAME_ALONE_S = CPU_PHASE_S + SUBMIT_S + CORE_S
 # The CPU phase's spread (lognormal coefficient of variation), chosen, not measured: a board's CPU
 # work varies from frame to frame, and that is what keeps the contexts from marching in lockstep (with
 # identical phases they would enter the shared path together forever and serve half the model's

@@ -26,8 +26,6 @@ from npudure.faults.analysis import Column, Tally, cell, pass_fail, spec_table, 
 from npudure.faults.background import BackgroundLoad, Poll, StatusPoller
 
 MAX_GAP_S = 0.5
-# One frame alone on an emulated board at time scale 1 (sim v2's three phases, docs/sim-model.md).
-SIM_FRAME_S = sim_npu.CPU_PHASE_S + sim_npu.SUBMIT_S + sim_npu.CORE_S
 MODES = ("scheduler", "proxyless")
 # The load generator's own process is counted as stalled when its 20 ms heartbeat oversleeps this.
 STALL_S = 0.25
@@ -38,7 +36,7 @@ def gap_limit_s(time_scale: float = 1.0) -> float:
     """The longest stretch without a reply a change may cause: MAX_GAP_S on real boards; on emulated ones
     plus what the emulator stretches one frame by ((time scale - 1) x a frame alone), since a client
     waits out at least one frame in the boards' slowed time (0.73 s at the lab's time scale 10)."""
-    return MAX_GAP_S + max(0.0, time_scale - 1.0) * SIM_FRAME_S
+    return MAX_GAP_S + max(0.0, time_scale - 1.0) * sim_npu.FRAME_ALONE_S
 
 
 class Heartbeat:
