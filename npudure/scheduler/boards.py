@@ -71,6 +71,12 @@ class Board:
         rounds = -(-self.in_flight // max(1, self.parallelism))  # ceil
         return (self.ewma_service_s + 2 * self.ewma_service_dev_s) * max(1, rounds)
 
+    def answered_lately(self, since: float, within_s: float) -> bool:
+        """Whether a health check got SERVING after ``since`` and within the last ``within_s``: a board
+        still answering when a request timed out is slow or busy; one that answered only just after the
+        request left, and then went quiet (a pulled cable), is not."""
+        return self.serving_seen_at > max(since, time.monotonic() - within_s)
+
     @property
     def polled_load(self) -> int:
         status = self.last_status

@@ -44,6 +44,10 @@ BOARD_FAULTS = {
     grpc.StatusCode.CANCELLED,
 }
 MAX_ATTEMPTS = 2
+# A timed-out board counts as alive when it answered a health check within this many health intervals
+# of the timeout: every interval a live board answers one; a cut cable stops them (CI stop 51: with
+# "answered since the request left", a check answered just before the cut kept the board in rotation).
+ALIVE_CHECKS = 2
 STAGES = ("scheduler_queue", "network", "board", "scheduler_total")
 
 # What grpcio answers when a server is at its maximum_concurrent_rpcs (limits.max_concurrent_rpcs): the
@@ -217,9 +221,10 @@ class Dispatcher:
                         code, f"the caller's deadline passed while board {board.name} worked on it"
                     ) from None
                 last_error = f"board {board.name}: {code.name}: {exc.details()}"
-                if code == grpc.StatusCode.DEADLINE_EXCEEDED and board.serving_seen_at > sent_at:
-                    # Alive meanwhile: a slow board or a costly request, not a dead one. No penalty;
-                    # tried once more elsewhere (a slow board's requests still get served).
+                alive = board.answered_lately(sent_at, ALIVE_CHECKS * self.config.health_interval_s)
+                if code == grpc.StatusCode.DEADLINE_EXCEEDED and alive:
+                    # Still answering its health checks: a slow board or a costly request, not a dead
+                    # one. No penalty; tried once more elsewhere (a slow board's requests still get served).
                     last_error = (
                         f"board {board.name} did not finish it within board_timeout_s "
                         f"({self.config.board_timeout_s:g} s) while answering its health checks "

@@ -54,6 +54,8 @@ class FakeBoard:
                     await self.release.wait()
                 if callable(action):  # a step of the test's own, run as the board works
                     action = action()
+                    if asyncio.iscoroutine(action):
+                        action = await action
                 if isinstance(action, grpc.aio.AioRpcError):
                     raise action
                 await asyncio.sleep(0.002)  # longer than the board time it reports
@@ -65,10 +67,16 @@ class FakeBoard:
 
 
 def make_dispatcher(
-    n: int, *, max_inflight: int = 8, queue_limit: int = 1024, policy: str = "round_robin"
+    n: int,
+    *,
+    max_inflight: int = 8,
+    queue_limit: int = 1024,
+    policy: str = "round_robin",
+    health_interval_s: float = 0.5,
 ) -> tuple[Dispatcher, list[Board], list[FakeBoard]]:
     config = SchedulerConfig(
         policy=policy,
+        health_interval_s=health_interval_s,
         board_max_inflight=max_inflight,
         queue_limit=queue_limit,
         boards=[BoardConfig(name=f"b{i}", address=f"127.0.0.1:{50100 + i}") for i in range(n)],
@@ -290,3 +298,22 @@ def test_the_expected_completion_covers_the_spread_of_service_times() -> None:
     assert board.ewma_service_dev_s > 0.02
     assert board.expected_completion_s() == pytest.approx(board.ewma_service_s + 2 * board.ewma_service_dev_s)
     assert board.expected_completion_s() > 0.2  # beyond the slow frames, not the mean's 0.15
+
+
+async def test_a_board_that_went_quiet_after_the_request_left_is_faulted_by_its_timeout() -> None:
+    """A pulled cable: the board answered a health check just after the request left, then nothing.
+    That answer must not excuse the timeout, or the board stays in rotation until health checks alone
+    take it out (CI stop 51: a 3 s cut never excluded the board)."""
+    d, boards, fakes = make_dispatcher(2, health_interval_s=0.01)
+
+    async def answered_once_then_quiet() -> grpc.aio.AioRpcError:
+        for board in boards:
+            board.serving_seen_at = time.monotonic()  # after the request left
+        await asyncio.sleep(0.05)  # then five health intervals without an answer
+        return rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED, "late")
+
+    fakes[0].script = fakes[1].script = [answered_once_then_quiet, answered_once_then_quiet]  # one list
+    with pytest.raises(DispatchError) as info:
+        await d.forward(b"frame", FAR)
+    assert "not a board fault" not in str(info.value)
+    assert [b.consecutive_failures for b in boards] == [1, 1]
