@@ -2,12 +2,11 @@
 
 ``pb.InferRequest.FromString(data).frame`` copies the 1.2 MB frame out of the message (and the NPU
 input copies it again). The message has six small fields, so it is read here in Python: the id, the
-encoding, a raw frame's width and height and the model's name are decoded, the frame is a ``memoryview`` of ``data`` (no
-copy; raw frames then reach the backend as a read-only numpy view, and the backend's own input copy is
-the only one). Anything this
-reader does not expect (an unknown wire type, a group) goes to protobuf itself, which gives the
-same answer or the same error; a truncated or malformed message raises ``DecodeError`` as protobuf
-does.
+encoding, a raw frame's width and height and the model's name are decoded, the frame is a
+``memoryview`` of ``data`` (no copy; raw frames then reach the backend as a read-only numpy view, and
+the backend's own input copy is the only one). Anything this reader does not expect (an unknown
+wire type, a group) goes to protobuf itself, which gives the same answer or the same error; a
+truncated or malformed message raises ``DecodeError`` as protobuf does.
 """
 
 from __future__ import annotations
