@@ -262,8 +262,10 @@ class HttpApiConfig(_Strict):
     # A request's deadline: it is dropped wherever it waits past it (a client that hangs up is dropped at
     # once). null = the scheduler's request_timeout_s.
     request_timeout_s: float | None = Field(None, gt=0, le=3600)
-    # The name /v1/vision/custom/list gives the model (Blue Iris then posts to custom/<name>).
-    model_name: str = Field("yolov8n", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    # The name /v1/vision/custom/list gives the default model (Blue Iris then posts to custom/<name>);
+    # null = the boards' own name for it (a single-model board's is DEFAULT_MODEL_NAME, yolov8n). The
+    # other models are listed by their own names (docs/http-api.md).
+    model_name: ModelName | None = None
 
     _addr = field_validator("listen")(classmethod(lambda cls, v: v if v is None else _check_address(v)))
 
@@ -286,6 +288,9 @@ class ZmqApiConfig(_Strict):
 class BoardConfig(_Strict):
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     address: str
+    # The models the board serves, its default first, until it reports them itself (NodeStatus.models);
+    # null = what it reports (an agent that reports none serves the cluster's default model only).
+    models: list[ModelName] | None = Field(None, min_length=1, max_length=32)
 
     _addr = field_validator("address")(classmethod(lambda cls, v: _check_address(v)))
 

@@ -47,7 +47,18 @@ class Board:
     # When a health check last got SERVING (monotonic): the board's own word that it is alive, which
     # tells a request that ran out of time on a working board from a board that stopped answering.
     serving_seen_at: float = 0.0
+    # The scheduler config's list for this board (None: not given), used until the board reports its own.
+    configured_models: tuple[str, ...] | None = None
     _next_channel: int = 0
+
+    # ------------------------------------------------------------------ placement (scheduler.placement)
+    @property
+    def model_names(self) -> tuple[str, ...] | None:
+        """The models the board serves, its default first; None when neither it nor the config said."""
+        reported = self.last_status.models if self.last_status is not None else ()
+        if reported:
+            return tuple(m.name for m in sorted(reported, key=lambda m: not m.default))
+        return self.configured_models
 
     # ------------------------------------------------------------------ what policies read
     @property
@@ -169,7 +180,14 @@ def open_board(
         )
         for _ in range(config.connections_per_board)
     ]
-    return Board(index, board.name, board.address, config.board_max_inflight, channels)
+    return Board(
+        index,
+        board.name,
+        board.address,
+        config.board_max_inflight,
+        channels,
+        configured_models=tuple(board.models) if board.models else None,
+    )
 
 
 class BoardMonitor:
