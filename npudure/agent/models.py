@@ -1,8 +1,8 @@
 """The models one board serves: the config's set, each model's backend, and which one is the default.
 
 A board serves either the config's single ``model`` (today's configs, unchanged), named
-``DEFAULT_MODEL_NAME`` ("yolov8n", the name the HTTP API always listed it under) whatever its file is called:
-file stems differ between boards and conversions, and a name must be the same on every board for the
+``DEFAULT_MODEL_NAME`` ("yolov8n", the name the HTTP API always listed it under) whatever its file is
+called: file stems differ between boards and conversions, and a name must be the same on every board for the
 scheduler to route by it. Or it serves ``models:``, a list of named entries, the one marked
 ``default`` (else the first) answering requests that name no model. Each model gets its own backend,
 so its own contexts and worker pool (contexts share the NPU; the scheduler's per-board in-flight
