@@ -215,17 +215,22 @@ class AgentConfig(_Strict):
 
     @model_validator(mode="after")
     def _one_model_set(self) -> AgentConfig:
-        if self.models is None:
-            return self
-        if self.model is not None or self.class_names is not None or self.input_size is not None:
+        if self.models is not None and (
+            self.model is not None or self.class_names is not None or self.input_size is not None
+        ):
             raise ValueError("set either models or model (with class_names, input_size), not both")
-        names = [m.name for m in self.models]
+        return self
+
+    @field_validator("models")
+    @classmethod
+    def _named_once(cls, models: list[ModelEntry] | None) -> list[ModelEntry] | None:
+        names = [m.name for m in models or ()]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
-            raise ValueError(f"models: {', '.join(twice)} listed twice: each model needs its own name")
-        if sum(m.default for m in self.models) > 1:
-            raise ValueError("models: more than one marked default: mark one (or none: the first)")
-        return self
+            raise ValueError(f"{', '.join(twice)} listed twice: each model needs its own name")
+        if sum(m.default for m in models or ()) > 1:
+            raise ValueError("more than one marked default: mark one (or none: the first)")
+        return models
 
     @field_validator("contexts", mode="before")
     @classmethod
@@ -366,6 +371,8 @@ def _describe(error: ErrorDetails) -> str:
     if kind == "missing":
         return f"{where}: required field is missing"
     message = error["msg"].removeprefix("Value error, ")  # our validators' own words need no label
+    if not error["loc"]:  # a rule across fields: the whole file is no help
+        return f"{where}: {message}"
     return f"{where}: {message} (got {given!r})"
 
 

@@ -9,7 +9,7 @@ import sys
 
 from npudure import config as cfg
 from npudure.agent import models, selftest
-from npudure.backends import Backend, BackendError
+from npudure.backends import Backend, BackendError, create_backend
 from npudure.board import soc
 from npudure.security.access import ListenError, SecurityError
 from npudure.service.runtime import (
@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     setup_logging(args.log_level)
     try:
         # A bad count recorded beside a model, unknown backend, missing model or runtime, too little memory.
-        loaded = models.load(config, board_soc)
+        loaded = models.load(config, board_soc, create_backend)
     except BackendError as exc:
         print(f"npudure agent: {exc}", file=sys.stderr)
         return EX_CONFIG
@@ -103,8 +103,9 @@ def _self_tests(config: cfg.AgentConfig, loaded: list[models.LoadedModel]) -> li
             if len(loaded) == 1:
                 raise
             raise selftest.SelfTestFailed(f"model {model.name}: {exc}") from None
-        log.info("model %s: %s", model.name, passed.describe())
         passes.append(passed)
+    for model, passed in zip(loaded, passes, strict=True):  # after all passed: a refusal stays one line
+        log.info("model %s: %s", model.name, passed.describe())
     return passes
 
 

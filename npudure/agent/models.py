@@ -13,6 +13,7 @@ the memory the earlier ones took.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,8 +93,13 @@ def check_memory(plans: list[tuple[str, AgentConfig, int]], meminfo: str | None 
     )
 
 
-def load(config: AgentConfig, board_soc: soc.Soc | None = None) -> list[LoadedModel]:
-    """Every model's backend, the default first; on a failure the ones made are closed first."""
+def load(
+    config: AgentConfig,
+    board_soc: soc.Soc | None = None,
+    create: Callable[[AgentConfig, int], Backend] = create_backend,
+) -> list[LoadedModel]:
+    """Every model's backend (made by ``create``), the default first; on a failure the ones made are
+    closed first."""
     plans = []
     for entry in entries(config):
         cfg = model_config(config, entry)
@@ -104,7 +110,7 @@ def load(config: AgentConfig, board_soc: soc.Soc | None = None) -> list[LoadedMo
     try:
         for name, cfg, count in plans:
             try:
-                backend = create_backend(cfg, count.count)
+                backend = create(cfg, count.count)
             except BackendError as exc:
                 raise type(exc)(f"model {name}: {exc}" if len(plans) > 1 else str(exc)) from None
             loaded.append(LoadedModel(name, backend, count.source))
