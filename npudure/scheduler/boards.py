@@ -50,15 +50,20 @@ class Board:
     # The scheduler config's list for this board (None: not given), used until the board reports its own.
     configured_models: tuple[str, ...] | None = None
     _next_channel: int = 0
+    # (the status the names were read from, its names): read once per poll, not once per request.
+    _reported: tuple[pb.NodeStatus | None, tuple[str, ...]] = (None, ())
 
     # ------------------------------------------------------------------ placement (scheduler.placement)
     @property
     def model_names(self) -> tuple[str, ...] | None:
         """The models the board serves, its default first; None when neither it nor the config said."""
-        reported = self.last_status.models if self.last_status is not None else ()
-        if reported:
-            return tuple(m.name for m in sorted(reported, key=lambda m: not m.default))
-        return self.configured_models
+        status = self.last_status
+        if status is None:
+            return self.configured_models
+        if self._reported[0] is not status:  # holding the status keeps its identity from being reused
+            names = tuple(m.name for m in sorted(status.models, key=lambda m: not m.default))
+            self._reported = (status, names)
+        return self._reported[1] or self.configured_models
 
     # ------------------------------------------------------------------ what policies read
     @property

@@ -89,6 +89,8 @@ class Dispatcher:
         self.metrics = metrics
         self.policy: Policy = make_policy(config.policy)
         self._waiters: collections.deque[_Waiter] = collections.deque()
+        # How many entries of _waiters each model has (done ones too, until they are dropped).
+        self._queued: collections.Counter[str] = collections.Counter()
         self._rng = random.Random()
         # Labelled children looked up once: .labels() on the hot path costs a few percent of a core.
         self._gauges: dict[Board, Gauge] = {}
@@ -125,8 +127,9 @@ class Dispatcher:
         return len(self._waiters)
 
     def _holders(self, model: str) -> list[Board]:
-        default = placement.default_model(self.boards)
-        return [b for b in self.boards if placement.holds(b, model, default)]
+        boards = self.boards
+        default = placement.default_model(boards)
+        return [b for b in boards if placement.holds(b, model, default)]
 
     def _try_reserve(self, exclude: frozenset[Board], model: str = "") -> Board | None:
         candidates = [
@@ -146,30 +149,47 @@ class Dispatcher:
         self._gauges[board].set(board.in_flight)
         self.capacity_changed()
 
+    def _dequeue(self, index: int) -> _Waiter:
+        waiter = self._waiters[index]
+        del self._waiters[index]
+        self._queued[waiter.model] -= 1
+        if not self._queued[waiter.model]:
+            del self._queued[waiter.model]
+        return waiter
+
     def capacity_changed(self) -> None:
         """Hand freed capacity to waiting requests, oldest first within each model: once a model's
-        oldest waiter finds no board, that model's later waiters wait behind it."""
-        kept: collections.deque[_Waiter] = collections.deque()
+        oldest waiter finds no board, that model's later waiters wait behind it, and the scan stops
+        when every model in the queue is blocked (one model: at its first waiter, as a plain FIFO)."""
         blocked: set[str] = set()
-        while self._waiters:
-            waiter = self._waiters.popleft()
+        i = 0
+        while i < len(self._waiters) and len(blocked) < len(self._queued):
+            waiter = self._waiters[i]
             if waiter.future.done():  # timed out or cancelled
+                self._dequeue(i)
                 continue
-            board = None if waiter.model in blocked else self._try_reserve(waiter.exclude, waiter.model)
+            if waiter.model in blocked:
+                i += 1
+                continue
+            board = self._try_reserve(waiter.exclude, waiter.model)
             if board is None:
                 blocked.add(waiter.model)
-                kept.append(waiter)
+                i += 1
                 continue
-            waiter.future.set_result(board)
-        self._waiters = kept
+            self._dequeue(i).future.set_result(board)
         self.metrics.queue_depth.set(len(self._waiters))
 
     async def acquire(self, exclude: frozenset[Board], deadline: float, model: str = "") -> Board:
-        if not any(w.model == model for w in self._waiters):
+        if not self._queued.get(model):  # none of this model's requests wait before it
             board = self._try_reserve(exclude, model)
             if board is not None:
                 return board
         holders = self._holders(model)
+        if not holders:
+            try:
+                placement.check_served(self.boards, model)
+            except placement.UnknownModel as exc:
+                raise DispatchError(grpc.StatusCode.NOT_FOUND, str(exc)) from None
         if not any(b.eligible and b not in exclude for b in holders):
             states = ", ".join(f"{b.name}={contract.board_state_label(b.state)}" for b in holders)
             which = f" that hold model {model!r}" if model else ""
@@ -182,6 +202,7 @@ class Dispatcher:
             )
         waiter = _Waiter(asyncio.get_running_loop().create_future(), exclude, model)
         self._waiters.append(waiter)
+        self._queued[model] += 1
         self.metrics.queue_depth.set(len(self._waiters))
         try:
             return await asyncio.wait_for(
@@ -204,10 +225,6 @@ class Dispatcher:
         response bytes. ``model``: what the request names, when the caller knows (else read from it)."""
         arrived = time.perf_counter()
         model = model_of(request) if model is None else model
-        try:
-            placement.check_served(self.boards, model)
-        except placement.UnknownModel as exc:
-            raise DispatchError(grpc.StatusCode.NOT_FOUND, str(exc)) from None
         exclude: frozenset[Board] = frozenset()
         queue_s = 0.0
         last_error = ""

@@ -136,3 +136,37 @@ async def test_configured_models_stand_in_until_the_board_reports() -> None:
 def test_model_of_reads_the_name_and_tolerates_garbage() -> None:
     assert model_of(request("plates")) == "plates"
     assert model_of(b"\x80") == ""  # not an InferRequest: the board refuses it as before
+
+
+async def test_a_freed_board_goes_to_its_models_oldest_waiter_past_another_models() -> None:
+    dispatch, boards, fakes = make({"a": ("general",), "b": ("plates",)}, max_inflight=1)
+    fakes["a"].release.clear()
+    fakes["b"].release.clear()
+    busy = [asyncio.create_task(dispatch.forward(request(m), FAR)) for m in ("general", "plates")]
+    await asyncio.sleep(0.01)
+    queued = [
+        asyncio.create_task(dispatch.forward(request(m, i), FAR)) for i, m in enumerate(("general", "plates"))
+    ]
+    await asyncio.sleep(0.01)
+    assert dispatch.queue_depth == 2  # general first, plates behind it
+    fakes["b"].release.set()  # board b frees: the plates waiter is served though general waits ahead
+    done = await asyncio.wait_for(queued[1], 2)
+    assert pb.InferResponse.FromString(done).node == "b" and not queued[0].done()
+    assert dispatch.queue_depth == 1
+    fakes["a"].release.set()
+    await asyncio.gather(*busy, queued[0])
+    assert [b.in_flight for b in boards] == [0, 0] and dispatch.queue_depth == 0
+
+
+async def test_a_request_that_gave_up_waiting_leaves_nothing_reserved() -> None:
+    dispatch, boards, fakes = make({"a": ("general",), "b": ("plates",)}, max_inflight=1)
+    fakes["a"].release.clear()
+    busy = asyncio.create_task(dispatch.forward(request("general"), FAR))
+    await asyncio.sleep(0.01)
+    loop = asyncio.get_running_loop()
+    with pytest.raises(DispatchError) as err:
+        await dispatch.forward(request("general", 1), loop.time() + 0.05)
+    assert err.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+    fakes["a"].release.set()
+    await busy
+    assert boards[0].in_flight == 0 and dispatch.queue_depth == 0
