@@ -118,6 +118,7 @@ class Agent(rpc.NodeServicer):
         }
         self.default_model = loaded[0].name
         self.pool = self.models[self.default_model].pool
+        self.metrics.watch_models(self._model_loads)
         self.boot_id = boot_id_for(self.backend)
         self.started = time.monotonic()
         self.served = 0
@@ -226,6 +227,12 @@ class Agent(rpc.NodeServicer):
         ).SerializeToString()
         self._account(job, outcome, now_ns() - reply_start)
         return data
+
+    def _model_loads(self) -> list[tuple[str, bool, int, int, int, int]]:
+        return [
+            (m.name, m.name == self.default_model, m.pool.size, m.pool.busy, m.pool.waiting, m.served)
+            for m in self.models.values()
+        ]
 
     def _hung(self, after_s: float) -> int:
         return sum(m.pool.hung(after_s) for m in self.models.values())

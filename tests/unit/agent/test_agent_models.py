@@ -9,6 +9,7 @@ from pathlib import Path
 import grpc
 import pytest
 from helpers.echo_contexts import SIZE, EchoBackend, EchoContext
+from prometheus_client import generate_latest
 
 from npudure.agent.models import LoadedModel
 from npudure.agent.server import Agent
@@ -94,3 +95,13 @@ def test_a_single_backend_is_served_as_yolov8n(tmp_path: Path) -> None:
     finally:
         agent.pool.close()
         agent.decoder.close()
+
+
+async def test_metrics_report_each_models_pool(agent: Agent) -> None:
+    for model in ("plates", "plates", ""):
+        await agent.Infer(_request(model), _Context())  # type: ignore[arg-type]
+    text = generate_latest(agent.metrics.registry).decode()
+    assert 'npudure_agent_model_frames_total{default="false",model="plates"} 2.0' in text
+    assert 'npudure_agent_model_frames_total{default="true",model="general"} 1.0' in text
+    assert 'npudure_agent_model_contexts{default="true",model="general"} 3.0' in text
+    assert 'npudure_agent_model_in_flight{default="false",model="plates"} 0.0' in text
