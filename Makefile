@@ -18,10 +18,11 @@ test: bootstrap
 	$(VENV)/ruff check $(LINT_PATHS)
 	$(VENV)/ruff format --check $(LINT_PATHS)
 	$(VENV)/mypy
+	$(VENV)/lint-imports
 	$(VENV)/pytest -ra --durations=15
 
 lint: bootstrap
-	$(VENV)/ruff check $(LINT_PATHS) && $(VENV)/ruff format --check $(LINT_PATHS) && $(VENV)/mypy
+	$(VENV)/ruff check $(LINT_PATHS) && $(VENV)/ruff format --check $(LINT_PATHS) && $(VENV)/mypy && $(VENV)/lint-imports
 
 ## mypy over npudure/ (configuration: [tool.mypy] in pyproject.toml; strict on the board side and the scheduler).
 typecheck: bootstrap

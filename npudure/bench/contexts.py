@@ -353,7 +353,10 @@ def conditions_lines(sweep: Sweep) -> list[str]:
     frames = c["frames"]
     backend = f"backend {sweep.backend}"
     if sweep.emulated:
-        backend += f" (EMULATED NPU: every figure is the emulator's), time scale {sweep.time_scale:g}"
+        backend += (
+            f" (EMULATED NPU: every figure is the emulator's, {sim_npu.CALIBRATION}), "
+            f"time scale {sweep.time_scale:g}"
+        )
     loads = ", ".join(f"{n}->{conc}" for n, conc in c["concurrency_by_contexts"].items())
     return [
         f"conditions: {backend}; one board, its agent started here for each count, a scheduler in front",

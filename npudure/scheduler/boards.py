@@ -34,6 +34,9 @@ class Board:
     channels: list[grpc.aio.Channel] = field(default_factory=list)
     in_flight: int = 0
     ewma_service_s: float | None = None
+    # Mean absolute deviation of the service time (EWMA, as TCP keeps its round-trip variance): a
+    # frame's time varies, and the mean is only the middle of it.
+    ewma_service_dev_s: float = 0.0
     active: bool = True
     draining: bool = False
     down: bool = False
@@ -74,13 +77,15 @@ class Board:
         return (status.contexts or status.npu_cores or 1) if status else 1
 
     def expected_completion_s(self) -> float | None:
-        """How long a request sent now (already counted in ``in_flight``) should take on this board: its
-        service time once per round of ``parallelism`` requests ahead of it and itself. A lower bound
-        (network and jitter aside); None before the board has answered anything."""
+        """How long a request sent now (already counted in ``in_flight``) may take on this board: its
+        service time plus twice its deviation (as TCP's retransmit timeout bounds a round trip), once
+        per round of ``parallelism`` requests ahead of it and itself. With the mean alone, a third of the
+        frames started near their deadline under overload finished after it (Frigate had gone: board
+        time spent for nobody; benchmarks/frigate_overload.py). None before the board has answered."""
         if self.ewma_service_s is None:
             return None
         rounds = -(-self.in_flight // max(1, self.parallelism))  # ceil
-        return self.ewma_service_s * max(1, rounds)
+        return (self.ewma_service_s + 2 * self.ewma_service_dev_s) * max(1, rounds)
 
     @property
     def polled_load(self) -> int:
@@ -114,6 +119,8 @@ class Board:
         self.served += 1
         self.consecutive_failures = 0
         prev = self.ewma_service_s
+        if prev is not None:
+            self.ewma_service_dev_s += alpha * (abs(service_s - prev) - self.ewma_service_dev_s)
         self.ewma_service_s = service_s if prev is None else prev + alpha * (service_s - prev)
 
     def record_failure(self, threshold: int, why: str) -> None:

@@ -116,10 +116,9 @@ def test_the_labs_scheduler_serves_frigates_zmq_detector_with_the_boxes_of_the_h
     sandbox libzmq's bind needs netlink: without AF_NETLINK the scheduler aborted at start.)"""
     import requests
     from helpers.deepstack_requests import png
-    from helpers.frigate import FrigateDetector
+    from helpers.frigate import FrigateDetector, assert_rows_match_predictions
 
     from npudure.vision.frames import synthetic_frame
-    from npudure.vision.labels import COCO80
 
     side = 320
     picture = synthetic_frame(2, side)
@@ -135,13 +134,7 @@ def test_the_labs_scheduler_serves_frigates_zmq_detector_with_the_boxes_of_the_h
         data={"min_confidence": "0.01"},
         timeout=10,
     ).json()
-    preds = answer["predictions"]
-    assert len(rows) >= 1 and len(rows) == len(preds), (rows, preds)
-    for row, pred in zip(rows, preds, strict=True):  # both sorted by score, highest first
-        assert COCO80[int(row[0])] == pred["label"]
-        assert row[1] == pytest.approx(pred["confidence"], abs=1e-4)
-        corners = [pred["y_min"], pred["x_min"], pred["y_max"], pred["x_max"]]
-        assert row[2:] * side == pytest.approx(corners, abs=1.0)
+    assert_rows_match_predictions(rows, answer["predictions"], side)
 
 
 def _prometheus(fleet, path: str) -> dict:

@@ -12,6 +12,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import yaml
+
 from helpers.fleet_ops import scheduler_verb
 from npudure.lab.local import LocalCluster
 from npudure.service.handover import running
@@ -62,3 +64,14 @@ def stop_pid(pid: int, timeout_s: float = 30.0) -> None:
     if running(pid):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+
+
+def scheduler_config(tmp_path: Path) -> Path:
+    """A one-board scheduler config with a state file in ``tmp_path`` (where the pid file goes)."""
+    path = tmp_path / "s.yml"
+    path.write_text(
+        yaml.safe_dump(
+            {"boards": [{"name": "b1", "address": "127.0.0.1:1"}], "state_file": str(tmp_path / "state.json")}
+        )
+    )
+    return path

@@ -7,25 +7,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-import yaml
+from helpers.handover import scheduler_config
 
 from npudure.scheduler import handover
 from npudure.service.handover import PID_NAME
-
-
-def _config(tmp_path: Path) -> Path:
-    path = tmp_path / "s.yml"
-    path.write_text(
-        yaml.safe_dump(
-            {"boards": [{"name": "b1", "address": "127.0.0.1:1"}], "state_file": str(tmp_path / "state.json")}
-        )
-    )
-    return path
 
 
 def test_a_pid_file_naming_an_exited_process_is_exit_3_too(tmp_path: Path, capsys) -> None:
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
     (tmp_path / PID_NAME).write_text(f"{gone.pid}\n")
-    assert handover.run(str(_config(tmp_path))) == 3
+    assert handover.run(str(scheduler_config(tmp_path))) == 3
     assert "no scheduler serves" in capsys.readouterr().err

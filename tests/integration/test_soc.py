@@ -7,20 +7,7 @@ from pathlib import Path
 
 import yaml
 from helpers.cli import run_npudure
-
-COMPATIBLE = {
-    "rk3588": b"radxa,rock-5b\0rockchip,rk3588\0",
-    "rk3576": b"armsom,sige5\0rockchip,rk3576\0",
-    "rk3566": b"pine64,quartz64-a\0rockchip,rk3566\0",
-}
-
-
-def fake_sysfs(root: Path, compatible: bytes | None) -> Path:
-    base = root / "firmware/devicetree/base"
-    base.mkdir(parents=True)
-    if compatible is not None:
-        (base / "compatible").write_bytes(compatible)
-    return root
+from helpers.devicetree import COMPATIBLE, fake_sysfs
 
 
 def _agent_check(tmp_path: Path, board: str, **fields: object):  # type: ignore[no-untyped-def]

@@ -17,11 +17,10 @@ import pytest
 import requests
 from helpers.deepstack_requests import png
 from helpers.fleet_ops import board_states, status
-from helpers.frigate import ZEROS, FrigateDetector
+from helpers.frigate import ZEROS, FrigateDetector, assert_rows_match_predictions
 
 from npudure.lab.local import LocalCluster
 from npudure.vision.frames import synthetic_frame
-from npudure.vision.labels import COCO80
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -52,14 +51,7 @@ def test_a_frigate_detector_gets_the_boxes_the_http_api_gives_for_the_same_pictu
     answer = requests.post(
         cluster.http_url, files={"image": png(picture)}, data={"min_confidence": "0.01"}, timeout=10
     ).json()
-    preds = answer["predictions"]
-    assert len(rows) >= 1 and len(rows) == len(preds), (rows, preds)
-    for row, pred in zip(rows, preds, strict=True):  # both sorted by score, highest first
-        assert COCO80[int(row[0])] == pred["label"]
-        assert row[1] == pytest.approx(pred["confidence"], abs=1e-4)
-        # Frigate's rows are [id, score, y_min, x_min, y_max, x_max] / side; HTTP rounds to pixels.
-        corners = [pred["y_min"], pred["x_min"], pred["y_max"], pred["x_max"]]
-        assert row[2:] * SIDE == pytest.approx(corners, abs=1.0)
+    assert_rows_match_predictions(rows, answer["predictions"], SIDE)
 
 
 def test_nchw_float_tensors_answer_as_nhwc_uint8_does(cluster) -> None:

@@ -5,23 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers.devicetree import COMPATIBLE, fake_sysfs
 
 from npudure.board import soc
 from npudure.config import AgentConfig
-
-COMPATIBLE = {
-    "rk3588": b"radxa,rock-5b\0rockchip,rk3588\0",
-    "rk3576": b"armsom,sige5\0rockchip,rk3576\0",
-    "rk3566": b"pine64,quartz64-a\0rockchip,rk3566\0",
-}
-
-
-def fake_sysfs(root: Path, compatible: bytes | None) -> Path:
-    base = root / "firmware/devicetree/base"
-    base.mkdir(parents=True)
-    if compatible is not None:
-        (base / "compatible").write_bytes(compatible)
-    return root
 
 
 @pytest.mark.parametrize(("board", "cores"), [("rk3588", 3), ("rk3576", 2)])

@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from npudure.client.answers import BoardAnswers, canonical, compare, frame_hash
+from npudure.proto import inference_pb2 as pb
 
 
-@dataclass
-class Det:
-    class_id: int
-    score: float
-    x1: float
-    y1: float
-    x2: float
-    y2: float
+def Det(class_id: int, score: float, x1: float, y1: float, x2: float, y2: float) -> pb.Detection:
+    return pb.Detection(class_id=class_id, score=score, x1=x1, y1=y1, x2=x2, y2=y2)
 
 
 A = [Det(0, 0.901, 10.2, 20.4, 100.0, 200.0), Det(2, 0.5, 1, 2, 3, 4)]

@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 import onnx
-from onnx import TensorProto, helper
+from helpers.onnx_graphs import single_output_graph
 
 from npudure.model.build import default_names, ensure_model
 from npudure.model.convert import ConvertError, inspect_source
@@ -81,31 +81,8 @@ def test_converter_reads_class_count_size_and_names(standard) -> None:
     assert (src.layout, src.num_classes, src.names) == ("standard", 80, COCO80)
 
 
-def _single_output_graph(path: Path) -> Path:
-    """One output [1, 6, 8400] made by an Identity: the right shape, but no YOLOv8 head."""
-    x = helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, 640, 640])
-    y = helper.make_tensor_value_info("output0", TensorProto.FLOAT, [1, 6, 8400])
-    shape = onnx.numpy_helper.from_array(np.array([1, 6, 8400], np.int64), "shape")
-    cut = onnx.numpy_helper.from_array(np.array([0], np.int64), "zero")
-    nodes = [
-        helper.make_node("Flatten", ["images"], ["flat"], name="flatten"),
-        helper.make_node(
-            "Slice",
-            ["flat", "zero", helper.make_tensor("end", TensorProto.INT64, [1], [50400]).name, "one"],
-            ["part"],
-            name="slice",
-        ),
-        helper.make_node("Reshape", ["part", "shape"], ["output0"], name="not_a_head"),
-    ]
-    end = onnx.numpy_helper.from_array(np.array([50400], np.int64), "end")
-    one = onnx.numpy_helper.from_array(np.array([1], np.int64), "one")
-    graph = helper.make_graph(nodes, "g", [x], [y], [shape, cut, end, one])
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
-    return path
-
-
 def test_a_graph_that_is_not_a_head_names_the_node(tmp_path: Path, standard) -> None:
-    bad = _single_output_graph(tmp_path / "bad.onnx")
+    bad = single_output_graph(tmp_path / "bad.onnx")
     with pytest.raises(
         RewriteError,
         match=r"expected the box/class Concat \(Concat axis=1\) producing 'output0', "

@@ -277,3 +277,16 @@ async def test_the_expected_completion_counts_the_rounds_ahead_on_the_board() ->
     assert board.expected_completion_s() == pytest.approx(0.1)
     board.in_flight = 3  # parallelism 1 (no status yet): two rounds ahead of this one
     assert board.expected_completion_s() == pytest.approx(0.3)
+
+
+def test_the_expected_completion_covers_the_spread_of_service_times() -> None:
+    """Mean plus twice the mean deviation: with the mean alone a frame started near its deadline
+    finished after it as often as not."""
+    _, boards, _ = make_dispatcher(1)
+    board = boards[0]
+    for service_s in (0.1, 0.2, 0.1, 0.2, 0.1, 0.2):
+        board.record_success(service_s, alpha=0.5)
+    board.in_flight = 1
+    assert board.ewma_service_dev_s > 0.02
+    assert board.expected_completion_s() == pytest.approx(board.ewma_service_s + 2 * board.ewma_service_dev_s)
+    assert board.expected_completion_s() > 0.2  # beyond the slow frames, not the mean's 0.15
