@@ -17,7 +17,7 @@ from grpc_reflection.v1alpha import reflection
 
 from npudure import __version__
 from npudure.affinity import cores
-from npudure.agent import cpucap, models, replies, wire
+from npudure.agent import cpucap, models, replies
 from npudure.agent.cpu_account import CpuAccount, now_ns
 from npudure.agent.decode_pool import DecodePool
 from npudure.agent.load_report import ORCA_TRAILER, LoadMeter, ServingState
@@ -26,7 +26,7 @@ from npudure.agent.pool import Outcome, PoolFull, WorkerPool
 from npudure.backends import Backend, BackendError, contexts
 from npudure.board import soc, telemetry
 from npudure.config import AgentConfig
-from npudure.proto import contract
+from npudure.proto import contract, wire
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
@@ -137,7 +137,7 @@ class Agent(rpc.NodeServicer):
     async def infer_bytes(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         """Parse here, not in gRPC: bytes that are not an InferRequest are the caller's fault
         (INVALID_ARGUMENT), never an UNKNOWN that the scheduler would count against this board.
-        The frame stays a view of ``request`` (npudure.agent.wire): no copy until the NPU input.
+        The frame stays a view of ``request`` (npudure.proto.wire): no copy until the NPU input.
         The reply leaves serialized (``Infer``), so its CPU is one span: no response serializer."""
         start = now_ns()
         try:

@@ -25,9 +25,8 @@ import grpc
 from google.protobuf.message import DecodeError
 from prometheus_client import Counter, Gauge, Histogram
 
-from npudure.agent import wire
 from npudure.config import SchedulerConfig
-from npudure.proto import contract
+from npudure.proto import contract, wire
 from npudure.proto import inference_pb2 as pb
 from npudure.scheduler import placement
 from npudure.scheduler.boards import Board

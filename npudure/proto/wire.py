@@ -1,5 +1,8 @@
 """An InferRequest read straight from the bytes gRPC received, the frame as a view of them.
 
+The agent reads every request with it; the scheduler reads a request's model with it, to route it
+(here in proto, which both import: the agent and the scheduler never import each other).
+
 ``pb.InferRequest.FromString(data).frame`` copies the 1.2 MB frame out of the message (and the NPU
 input copies it again). The message has six small fields, so it is read here in Python: the id, the
 encoding, a raw frame's width and height and the model's name are decoded, the frame is a

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from google.protobuf.message import DecodeError
 
-from npudure.agent import wire
 from npudure.proto import inference_pb2 as pb
+from npudure.proto import wire
 
 
 def _key(number: int, kind: int) -> bytes:
