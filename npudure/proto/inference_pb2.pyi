@@ -383,7 +383,7 @@ class RouteBoard(_message.Message):
     def __init__(self, name: _Optional[str] = ..., address: _Optional[str] = ..., resolved: _Optional[str] = ...) -> None: ...
 
 class Route(_message.Message):
-    __slots__ = ("boards", "target", "service_config_json", "version", "tls", "max_message_bytes", "refresh_interval_s")
+    __slots__ = ("boards", "target", "service_config_json", "version", "tls", "max_message_bytes", "refresh_interval_s", "models")
     BOARDS_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
     SERVICE_CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
@@ -391,6 +391,7 @@ class Route(_message.Message):
     TLS_FIELD_NUMBER: _ClassVar[int]
     MAX_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
     REFRESH_INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
+    MODELS_FIELD_NUMBER: _ClassVar[int]
     boards: _containers.RepeatedCompositeFieldContainer[RouteBoard]
     target: str
     service_config_json: str
@@ -398,7 +399,20 @@ class Route(_message.Message):
     tls: bool
     max_message_bytes: int
     refresh_interval_s: float
-    def __init__(self, boards: _Optional[_Iterable[_Union[RouteBoard, _Mapping]]] = ..., target: _Optional[str] = ..., service_config_json: _Optional[str] = ..., version: _Optional[str] = ..., tls: _Optional[bool] = ..., max_message_bytes: _Optional[int] = ..., refresh_interval_s: _Optional[float] = ...) -> None: ...
+    models: _containers.RepeatedCompositeFieldContainer[RouteModel]
+    def __init__(self, boards: _Optional[_Iterable[_Union[RouteBoard, _Mapping]]] = ..., target: _Optional[str] = ..., service_config_json: _Optional[str] = ..., version: _Optional[str] = ..., tls: _Optional[bool] = ..., max_message_bytes: _Optional[int] = ..., refresh_interval_s: _Optional[float] = ..., models: _Optional[_Iterable[_Union[RouteModel, _Mapping]]] = ...) -> None: ...
+
+class RouteModel(_message.Message):
+    __slots__ = ("name", "default", "boards", "target")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_FIELD_NUMBER: _ClassVar[int]
+    BOARDS_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    default: bool
+    boards: _containers.RepeatedScalarFieldContainer[str]
+    target: str
+    def __init__(self, name: _Optional[str] = ..., default: _Optional[bool] = ..., boards: _Optional[_Iterable[str]] = ..., target: _Optional[str] = ...) -> None: ...
 
 class ReloadBoardsRequest(_message.Message):
     __slots__ = ()
