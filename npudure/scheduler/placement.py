@@ -3,7 +3,8 @@
 A board says what it serves in ``NodeStatus.models`` (polled at start-up, before any request, and every
 ``status_interval_s``). Until it has, the scheduler config's ``models`` for that board stand in. A
 board known by neither (an agent older than multi-model boards) serves one model under any name: it
-is taken to hold the cluster's default model only.
+is taken to hold the cluster's default model only, called ``yolov8n`` (as a single ``model:`` is)
+while no board names a default.
 
 The cluster's default model (what a request naming none gets) is the default of the first board, in
 board order, that has one. A request naming none goes only to boards whose own default it is: a board
@@ -14,6 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from typing import Protocol
+
+from npudure.config import DEFAULT_MODEL_NAME
 
 
 class Holder(Protocol):
@@ -48,7 +51,7 @@ def holds(board: Holder, model: str, default: str | None) -> bool:
     """Whether ``board`` answers a request naming ``model`` ("" = the default) with that model."""
     names = board.model_names
     if names is None:  # serves its single model whatever is asked: only as the default
-        return not model or model == default
+        return not model or model == (default or DEFAULT_MODEL_NAME)
     if not model:
         return default is None or names[0] == default
     return model in names

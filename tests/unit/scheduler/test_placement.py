@@ -32,6 +32,9 @@ def test_a_board_that_reports_no_models_holds_the_default_only() -> None:
     assert placement.holds(old, "", "general") and placement.holds(old, "general", "general")
     assert not placement.holds(old, "plates", "general")
     assert placement.holds(new, "plates", "general")
+    # A shelf of such boards only: the default is yolov8n, as a single `model:` is named.
+    assert placement.holds(old, "yolov8n", None) and not placement.holds(old, "general", None)
+    placement.check_served([old], "yolov8n")
 
 
 def test_no_model_goes_only_where_it_is_the_boards_own_default() -> None:
