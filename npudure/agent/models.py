@@ -100,10 +100,14 @@ def load(
 ) -> list[LoadedModel]:
     """Every model's backend (made by ``create``), the default first; on a failure the ones made are
     closed first."""
+    several = len(config.models or ()) > 1
     plans = []
     for entry in entries(config):
         cfg = model_config(config, entry)
-        count = contexts.resolve(cfg, board_soc)
+        try:
+            count = contexts.resolve(cfg, board_soc)  # a bad count recorded beside the model
+        except BackendError as exc:
+            raise _named(exc, entry.name, several) from None
         plans.append((entry.name, cfg, count))
     check_memory([(name, cfg, count.count) for name, cfg, count in plans])
     loaded: list[LoadedModel] = []
@@ -112,13 +116,18 @@ def load(
             try:
                 backend = create(cfg, count.count)
             except BackendError as exc:
-                raise type(exc)(f"model {name}: {exc}" if len(plans) > 1 else str(exc)) from None
+                raise _named(exc, name, several) from None
             loaded.append(LoadedModel(name, backend, count.source))
     except BaseException:
         for model in loaded:
             model.backend.close()
         raise
     return loaded
+
+
+def _named(exc: BackendError, model: str, several: bool) -> BackendError:
+    """The error as it was (one model), or naming the model it is about (several)."""
+    return type(exc)(f"model {model}: {exc}") if several else exc
 
 
 class UnknownModel(LookupError):

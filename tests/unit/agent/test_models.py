@@ -6,10 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers.echo_contexts import EchoBackend
 from pydantic import ValidationError
 
 from npudure.agent import models
-from npudure.backends import memory
+from npudure.backends import BackendError, memory
 from npudure.config import DEFAULT_MODEL_NAME, AgentConfig
 
 
@@ -81,3 +82,29 @@ def test_a_request_names_its_model_or_gets_the_default() -> None:
     with pytest.raises(models.UnknownModel) as err:
         models.choose(served, "general", "faces", "b1")  # type: ignore[arg-type]
     assert str(err.value) == "board b1 serves no model 'faces': it serves general, plates (default general)"
+
+
+class ClosingEcho(EchoBackend):
+    closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_model_that_cannot_load_is_named_and_the_loaded_ones_are_closed() -> None:
+    made: list[ClosingEcho] = []
+
+    def create(config: AgentConfig, count: int) -> ClosingEcho:
+        if config.model == "/m/plates.onnx":
+            raise BackendError("model file /m/plates.onnx does not exist")
+        made.append(ClosingEcho(count))
+        return made[-1]
+
+    config = _config(
+        backend="onnx",
+        contexts=2,
+        models=[{"name": "general", "model": "/m/g.onnx"}, {"name": "plates", "model": "/m/plates.onnx"}],
+    )
+    with pytest.raises(BackendError, match=r"^model plates: model file /m/plates.onnx does not exist$"):
+        models.load(config, create=create)
+    assert len(made) == 1 and made[0].closed
