@@ -54,12 +54,7 @@ def run(args: argparse.Namespace) -> int:
         _close(loaded)
         return EX_CONFIG
     if args.check:
-        default = loaded[0].backend
-        print(
-            f"ok: {args.config}: backend {default.name}{' (emulated)' if default.emulated else ''}, "
-            f"{board_soc.describe()}, runtime {default.runtime_version}, "
-            + "; ".join(_describe(m, passed, len(loaded)) for m, passed in zip(loaded, passes, strict=True))
-        )
+        print(f"ok: {args.config}: {_checked(loaded, passes, board_soc)}")
         _close(loaded)
         return 0
     from npudure.agent.server import serve
@@ -77,14 +72,23 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _describe(model: models.LoadedModel, passed: selftest.Passed, count: int) -> str:
-    """One model's line in ``--check``'s answer (a single model reads as before multi-model boards)."""
-    backend = model.backend
-    name = f"model {model.name}: " if count > 1 else ""
-    return (
-        f"{name}{len(backend.contexts)} context(s) ({model.contexts_source}), "
-        f"model sha256 {backend.model_sha256 or '-'}, {passed.describe()}"
-    )
+def _checked(loaded: list[models.LoadedModel], passes: list[selftest.Passed], board_soc: soc.Soc) -> str:
+    """``--check``'s answer: a single model's reads as before model sets; several get a part each."""
+    default = loaded[0].backend
+    backend = f"backend {default.name}{' (emulated)' if default.emulated else ''}"
+    where = f"{board_soc.describe()}, runtime {default.runtime_version}"
+    if len(loaded) == 1:
+        [model], [passed] = loaded, passes
+        return (
+            f"{backend}, {len(default.contexts)} context(s) ({model.contexts_source}), {where}, "
+            f"model sha256 {default.model_sha256 or '-'}, {passed.describe()}"
+        )
+    parts = [
+        f"model {m.name}: {len(m.backend.contexts)} context(s) ({m.contexts_source}), "
+        f"model sha256 {m.backend.model_sha256 or '-'}, {passed.describe()}"
+        for m, passed in zip(loaded, passes, strict=True)
+    ]
+    return f"{backend}, {where}; " + "; ".join(parts)
 
 
 def _close(loaded: list[models.LoadedModel]) -> None:
