@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from collections.abc import Callable
 
 from npudure.config import MAX_CONTEXTS, MIN_CONTEXTS
@@ -71,3 +72,19 @@ def contexts(text: str) -> int | str:
             f"must be a whole number from {MIN_CONTEXTS} to {MAX_CONTEXTS}, or auto (got {text})"
         )
     return value
+
+
+MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def model_spec(text: str) -> tuple[str | None, str]:
+    """``NAME=PATH`` (a named model; the sim ignores PATH, which may be empty) or a bare ``PATH``
+    (today's single model): (name or None, path)."""
+    name, sep, path = text.partition("=")
+    if not sep:
+        return None, text
+    if not MODEL_NAME.match(name):
+        raise argparse.ArgumentTypeError(
+            f"{name!r} is not a model name (letters, digits, '.', '_', '-', up to 64; e.g. plates=x.onnx)"
+        )
+    return name, path

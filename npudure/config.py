@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
 # The one list of each (issue #48): the config fields' types, and the tuples every other user imports.
@@ -134,6 +134,35 @@ class AffinityConfig(_Strict):
     sysfs_root: str = "/sys"
 
 
+ModelName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
+# What a board's single `model:` (or a sim board without models) is called: the HTTP API's default
+# model_name, so `/v1/vision/custom/yolov8n` and named gRPC requests keep reaching it.
+DEFAULT_MODEL_NAME = "yolov8n"
+
+
+class ModelEntry(_Strict):
+    """One model of a board that serves several (AgentConfig.models, docs/models.md)."""
+
+    # The name requests use (InferRequest.model, /v1/vision/custom/<name>).
+    name: ModelName
+    # .rknn / .onnx as for AgentConfig.model; the sim backend ignores it (a sim model is a name).
+    model: str | None = None
+    model_sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
+    class_names: list[str] | None = Field(None, min_length=1, max_length=100000)
+    input_size: int | None = Field(None, ge=32, le=4096, multiple_of=32)
+    # This model's context pool; null = the agent's `contexts`.
+    contexts: int | Literal["auto"] | None = None
+    # The model a request that names none gets; none marked: the first.
+    default: bool = False
+
+    @field_validator("contexts", mode="before")
+    @classmethod
+    def _contexts(cls, value: object) -> object:
+        if value is None or value == "auto" or (type(value) is int and MIN_CONTEXTS <= value <= MAX_CONTEXTS):
+            return value
+        raise ValueError(f"contexts is a whole number from {MIN_CONTEXTS} to {MAX_CONTEXTS}, or auto")
+
+
 class AgentConfig(_Strict):
     node_name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     listen: str = "0.0.0.0:50051"
@@ -178,8 +207,30 @@ class AgentConfig(_Strict):
     affinity: AffinityConfig = AffinityConfig()
     shutdown: ShutdownConfig = ShutdownConfig()
     limits: ServerLimits = ServerLimits()
+    # Several models on one board, each with its own context pool (npudure/agent/models.py); null = the
+    # one `model` above, served as DEFAULT_MODEL_NAME.
+    models: list[ModelEntry] | None = Field(None, min_length=1, max_length=32)
 
     _addr = field_validator("listen")(classmethod(lambda cls, v: _check_address(v)))
+
+    @model_validator(mode="after")
+    def _one_model_set(self) -> AgentConfig:
+        if self.models is not None and (
+            self.model is not None or self.class_names is not None or self.input_size is not None
+        ):
+            raise ValueError("set either models or model (with class_names, input_size), not both")
+        return self
+
+    @field_validator("models")
+    @classmethod
+    def _named_once(cls, models: list[ModelEntry] | None) -> list[ModelEntry] | None:
+        names = [m.name for m in models or ()]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"{', '.join(twice)} listed twice: each model needs its own name")
+        if sum(m.default for m in models or ()) > 1:
+            raise ValueError("more than one marked default: mark one (or none: the first)")
+        return models
 
     @field_validator("contexts", mode="before")
     @classmethod
@@ -216,8 +267,10 @@ class HttpApiConfig(_Strict):
     # A request's deadline: it is dropped wherever it waits past it (a client that hangs up is dropped at
     # once). null = the scheduler's request_timeout_s.
     request_timeout_s: float | None = Field(None, gt=0, le=3600)
-    # The name /v1/vision/custom/list gives the model (Blue Iris then posts to custom/<name>).
-    model_name: str = Field("yolov8n", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    # The name /v1/vision/custom/list gives the default model (Blue Iris then posts to custom/<name>);
+    # null = the boards' own name for it (a single-model board's is DEFAULT_MODEL_NAME, yolov8n). The
+    # other models are listed by their own names (docs/http-api.md).
+    model_name: ModelName | None = None
 
     _addr = field_validator("listen")(classmethod(lambda cls, v: v if v is None else _check_address(v)))
 
@@ -240,6 +293,9 @@ class ZmqApiConfig(_Strict):
 class BoardConfig(_Strict):
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     address: str
+    # The models the board serves, its default first, until it reports them itself (NodeStatus.models);
+    # null = what it reports (an agent that reports none serves the cluster's default model only).
+    models: list[ModelName] | None = Field(None, min_length=1, max_length=32)
 
     _addr = field_validator("address")(classmethod(lambda cls, v: _check_address(v)))
 
@@ -315,6 +371,8 @@ def _describe(error: ErrorDetails) -> str:
     if kind == "missing":
         return f"{where}: required field is missing"
     message = error["msg"].removeprefix("Value error, ")  # our validators' own words need no label
+    if not error["loc"]:  # a rule across fields: the whole file is no help
+        return f"{where}: {message}"
     return f"{where}: {message} (got {given!r})"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from npudure.agent.cpu_account import CpuAccount, CpuCollector
@@ -36,6 +36,40 @@ class _EmulationCollector(Collector):
         yield CounterMetricFamily(
             "npudure_agent_emulation_actual_seconds", "Achieved NPU service s (emulated)", value=actual_s
         )
+
+
+# (model name, default, contexts, in flight, queued, frames served) for each of the board's models.
+ModelLoad = tuple[str, bool, int, int, int, int]
+
+
+class ModelCollector(Collector):
+    """Each model's pool, read at scrape time (nothing on the frame path): contexts, in flight, queued,
+    and OK frames served, labelled by model (``default="true"`` on the default one)."""
+
+    def __init__(self, models: Callable[[], list[ModelLoad]]) -> None:
+        self._models = models
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        labels = ["model", "default"]
+        contexts = GaugeMetricFamily(
+            "npudure_agent_model_contexts", "Inference contexts per model", labels=labels
+        )
+        in_flight = GaugeMetricFamily(
+            "npudure_agent_model_in_flight", "Frames on a model's contexts now", labels=labels
+        )
+        queued = GaugeMetricFamily(
+            "npudure_agent_model_queue_depth", "Frames waiting for a model's free context", labels=labels
+        )
+        served = CounterMetricFamily(
+            "npudure_agent_model_frames", "OK frames answered per model", labels=labels
+        )
+        for name, default, n_contexts, busy, waiting, frames in self._models():
+            values = [name, "true" if default else "false"]
+            contexts.add_metric(values, n_contexts)
+            in_flight.add_metric(values, busy)
+            queued.add_metric(values, waiting)
+            served.add_metric(values, frames)
+        yield from (contexts, in_flight, queued, served)
 
 
 def emulated_cpu_mhz(backend: Backend) -> Callable[[], float | None]:
@@ -94,6 +128,9 @@ class AgentMetrics:
         if child is None:
             child = self._stages[name] = self.stage_seconds.labels(name)
         return child
+
+    def watch_models(self, models: Callable[[], list[ModelLoad]]) -> None:
+        self.registry.register(ModelCollector(models))
 
     def watch_admin(self, guard: AdminGuard) -> None:
         self.registry.register(AdminRefusals(lambda: guard.refused))

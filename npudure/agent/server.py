@@ -7,6 +7,7 @@ import functools
 import logging
 import time
 import uuid
+from collections.abc import Sequence
 from typing import NoReturn
 
 import grpc
@@ -16,16 +17,16 @@ from grpc_reflection.v1alpha import reflection
 
 from npudure import __version__
 from npudure.affinity import cores
-from npudure.agent import cpucap, replies, wire
+from npudure.agent import cpucap, models, replies
 from npudure.agent.cpu_account import CpuAccount, now_ns
 from npudure.agent.decode_pool import DecodePool
 from npudure.agent.load_report import ORCA_TRAILER, LoadMeter, ServingState
 from npudure.agent.metrics import AgentMetrics
 from npudure.agent.pool import Outcome, PoolFull, WorkerPool
-from npudure.backends import Backend, BackendError, contexts, create_backend
+from npudure.backends import Backend, BackendError, contexts
 from npudure.board import soc, telemetry
 from npudure.config import AgentConfig
-from npudure.proto import contract
+from npudure.proto import contract, wire
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
@@ -62,49 +63,81 @@ def boot_id_for(backend: Backend) -> str:
     return telemetry.read_boot_id() or "absent"
 
 
+def _emulation_totals(backends: list[Backend]) -> tuple[float, float] | None:
+    """The sim's modelled and actual seconds summed over the board's models (None: nothing emulated)."""
+    totals = [t for t in (b.emulation_totals() for b in backends) if t is not None]
+    if not totals:
+        return None
+    return sum(t[0] for t in totals), sum(t[1] for t in totals)
+
+
 class Agent(rpc.NodeServicer):
     """The board's services. Inference is served by :meth:`inference_handler` (a generic handler that
-    parses the request itself), so the Agent is no ``InferenceServicer``; Node is registered as one."""
+    parses the request itself), so the Agent is no ``InferenceServicer``; Node is registered as one.
+
+    ``backend`` is one backend (the board's single model, served as the config's default name) or the
+    loaded models, the default first (npudure.agent.models). ``self.backend`` and ``self.pool`` are the
+    default model's."""
 
     def __init__(
         self,
         config: AgentConfig,
-        backend: Backend,
+        backend: Backend | Sequence[models.LoadedModel],
         split: cores.CoreSplit | None = None,
         board_soc: soc.Soc | None = None,
         contexts_source: str | None = None,
     ) -> None:
         self.config = config
-        self.backend = backend
+        self.soc = board_soc or soc.detect(config.affinity.sysfs_root)
+        if isinstance(backend, Backend):
+            # Where the context count came from, for `npudure status` ("RK3576 default, measured", ...).
+            source = contexts_source or contexts.resolve(config, self.soc).source
+            loaded = [models.LoadedModel(models.entries(config)[0].name, backend, source)]
+        else:
+            loaded = list(backend)
+        self.backend = loaded[0].backend
+        backends = [m.backend for m in loaded]
         self.cpu = CpuAccount()
-        self.metrics = AgentMetrics(backend.emulation_totals, config.affinity.sysfs_root, backend, self.cpu)
+        self.metrics = AgentMetrics(
+            functools.partial(_emulation_totals, backends), config.affinity.sysfs_root, self.backend, self.cpu
+        )
         self.health = health.aio.HealthServicer()
         self.admin = security.AdminGuard(config.admin, config.tls)
         self.metrics.watch_admin(self.admin)
         split = split or cores.detect(config.affinity.sysfs_root)
-        self.soc = board_soc or soc.detect(config.affinity.sysfs_root)
-        # Where the context count came from, for `npudure status` ("RK3576 default, measured", ...).
-        self.contexts_source = contexts_source or contexts.resolve(config, self.soc).source
-        self.cpu_cap = cpucap.choose(backend, config.affinity.sysfs_root)
+        self.contexts_source = loaded[0].contexts_source
+        self.cpu_cap = cpucap.choose(self.backend, config.affinity.sysfs_root)
         big = split.big if (config.affinity.pin_workers_to_big and not split.uniform) else ()
-        self.pool = WorkerPool(
-            backend.contexts, config.queue_limit, (lambda: cores.pin_current_thread(big)) if big else None
-        )
-        self.boot_id = boot_id_for(backend)
+        pin = (lambda: cores.pin_current_thread(big)) if big else None
+        # One pool per model: a model's frames wait only for its own contexts.
+        self.models = {
+            m.name: models.ServedModel(
+                m.name, m.backend, WorkerPool(m.backend.contexts, config.queue_limit, pin), m.contexts_source
+            )
+            for m in loaded
+        }
+        self.default_model = loaded[0].name
+        self.pool = self.models[self.default_model].pool
+        self.metrics.watch_models(self._model_loads)
+        self.boot_id = boot_id_for(self.backend)
         self.started = time.monotonic()
         self.served = 0
         self.errors = 0
-        self.load = LoadMeter(self.pool.size)
+        self.load = LoadMeter(self.contexts_total)
         # One JPEG decoder thread per NPU core, as before contexts were apart from cores (docs/board-cpu.md
         # measured that split); 8 contexts would otherwise mean 8 decoders on the board's CPU.
         self.decoder = DecodePool(config.npu_cores, config.queue_limit)
         self.serving = ServingState()
 
+    @property
+    def contexts_total(self) -> int:
+        return sum(m.pool.size for m in self.models.values())
+
     # ------------------------------------------------------------------ data path
     async def infer_bytes(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         """Parse here, not in gRPC: bytes that are not an InferRequest are the caller's fault
         (INVALID_ARGUMENT), never an UNKNOWN that the scheduler would count against this board.
-        The frame stays a view of ``request`` (npudure.agent.wire): no copy until the NPU input.
+        The frame stays a view of ``request`` (npudure.proto.wire): no copy until the NPU input.
         The reply leaves serialized (``Infer``), so its CPU is one span: no response serializer."""
         start = now_ns()
         try:
@@ -128,8 +161,13 @@ class Agent(rpc.NodeServicer):
         """One frame, answered with the serialized InferResponse: its build, bookkeeping and
         serialization are the ``reply`` stage, timed here and nowhere else."""
         received = time.perf_counter()
+        try:
+            served = models.choose(self.models, self.default_model, request.model, self.config.node_name)
+        except models.UnknownModel as exc:
+            await self._fail(context, grpc.StatusCode.NOT_FOUND, str(exc))
+        backend, pool = served.backend, served.pool
         job = replies.FrameJob(
-            request.encoding, request.frame, self.backend.input_size, request.width, request.height
+            request.encoding, request.frame, backend.input_size, request.width, request.height
         )
         try:
             start = now_ns()
@@ -137,8 +175,8 @@ class Agent(rpc.NodeServicer):
             self.cpu.add("check", "loop", now_ns() - start)
             # Decoded first, on the decoder's own threads: a costly JPEG never holds an NPU context.
             image, decode_s = await self.decoder.run(request.encoding, job.decode_to_input, job.on_loop)
-            self.metrics.queue_depth.set(self.pool.waiting + 1)
-            outcome = await self.pool.run(image)
+            self.metrics.queue_depth.set(self._waiting() + 1)
+            outcome = await pool.run(image)
         except frames.FrameError as exc:
             await self._fail(context, exc.code, str(exc))
         except PoolFull as exc:
@@ -147,7 +185,7 @@ class Agent(rpc.NodeServicer):
             log.exception("inference failed")
             await self._fail(context, grpc.StatusCode.INTERNAL, f"inference failed on the board: {exc}")
         finally:
-            self.metrics.queue_depth.set(self.pool.waiting)
+            self.metrics.queue_depth.set(self._waiting())
         reply_start = now_ns()
         result = outcome.result
         total = time.perf_counter() - received
@@ -171,6 +209,7 @@ class Agent(rpc.NodeServicer):
         ):
             self.metrics.stage(stage).observe(seconds)
         self.served += 1
+        served.served += 1
         self.metrics.requests.labels("OK").inc()
         busy = decode_s + result.preprocess_s + result.inference_s + result.postprocess_s
         self.load.record(busy)
@@ -179,14 +218,27 @@ class Agent(rpc.NodeServicer):
         data = pb.InferResponse(
             request_id=request.request_id,
             node=self.config.node_name,
-            backend=self.backend.name,
-            emulated=self.backend.emulated,
+            backend=backend.name,
+            emulated=backend.emulated,
             timing=timing,
             attempts=1,
-            detections=job.detections(dets, self.backend.class_names),
+            detections=job.detections(dets, backend.class_names),
+            model=served.name,
         ).SerializeToString()
         self._account(job, outcome, now_ns() - reply_start)
         return data
+
+    def _model_loads(self) -> list[tuple[str, bool, int, int, int, int]]:
+        return [
+            (m.name, m.name == self.default_model, m.pool.size, m.pool.busy, m.pool.waiting, m.served)
+            for m in self.models.values()
+        ]
+
+    def _hung(self, after_s: float) -> int:
+        return sum(m.pool.hung(after_s) for m in self.models.values())
+
+    def _waiting(self) -> int:
+        return sum(m.pool.waiting for m in self.models.values())
 
     def _account(self, job: replies.FrameJob, outcome: Outcome, reply_ns: int) -> None:
         """One OK frame's CPU by stage: raw frames of the model's size are viewed on the loop, the rest
@@ -208,7 +260,7 @@ class Agent(rpc.NodeServicer):
     # ------------------------------------------------------------------ admin
     def status(self) -> pb.NodeStatus:
         rps, utilization = self.load.snapshot()
-        model_s, actual_s = self.backend.emulation_totals() or (0.0, 0.0)
+        model_s, actual_s = _emulation_totals([m.backend for m in self.models.values()]) or (0.0, 0.0)
         return pb.NodeStatus(
             node=self.config.node_name,
             backend=self.backend.name,
@@ -227,9 +279,9 @@ class Agent(rpc.NodeServicer):
             cpu_cap_mhz=self.cpu_cap.mhz or 0,
             cpu_cap_note=self.cpu_cap.note,
             soc=self.soc.describe(),
-            context_recoveries=self.pool.recoveries,
+            context_recoveries=sum(m.pool.recoveries for m in self.models.values()),
             telemetry=telemetry.to_proto(telemetry.sample(sysfs_root=self.config.affinity.sysfs_root)),
-            hung_workers=self.pool.hung(self.config.hang_timeout_s),
+            hung_workers=self._hung(self.config.hang_timeout_s),
             uptime_s=time.monotonic() - self.started,
             serving=self.serving.serving,
             not_serving_reasons=self.serving.reasons,
@@ -244,6 +296,7 @@ class Agent(rpc.NodeServicer):
             ],
             stage_cpu_frames=self.cpu.frames,
             loop_thread_cpu_s=self.cpu.loop_seconds() or 0.0,
+            models=[m.status(name == self.default_model) for name, m in self.models.items()],
         )
 
     async def GetStatus(
@@ -258,6 +311,10 @@ class Agent(rpc.NodeServicer):
         mhz = await admin_inputs.require(context, admin_inputs.cpu_cap, request.mhz) or None
         try:
             note = await asyncio.to_thread(self.cpu_cap.set, mhz)
+            if self.backend.emulated:  # the cap models the board's CPU: every model's frames stretch
+                for served in self.models.values():
+                    if served.backend is not self.backend:
+                        served.backend.set_cpu_cap(mhz)
         except cpucap.CpuCapError as exc:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"cannot cap the CPU clock: {exc}")
         log.info("CPU cap set to %s%s", f"{mhz} MHz" if mhz else "none", f" ({note})" if note else "")
@@ -268,7 +325,8 @@ class Agent(rpc.NodeServicer):
     ) -> pb.NodeStatus:
         await self.admin.check(context, "InjectFault")
         try:
-            self.backend.inject_fault(request.fault == pb.FAULT_HANG)
+            for served in self.models.values():  # a hung NPU stops every model's contexts
+                served.backend.inject_fault(request.fault == pb.FAULT_HANG)
         except BackendError as exc:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
         log.warning("fault injected: %s", pb.Fault.Name(request.fault))
@@ -303,17 +361,19 @@ class Agent(rpc.NodeServicer):
         last_failure = ""
         while True:
             recover_after = self.config.hang_timeout_s + (self.config.hang_recovery_s or 0)
-            if self.config.hang_recovery_s and self.pool.hung(recover_after):
+            for served in self.models.values():
+                if not (self.config.hang_recovery_s and served.pool.hung(recover_after)):
+                    continue
                 try:
-                    replaced = self.pool.recover_hung(recover_after, self.backend.new_context)
+                    replaced = served.pool.recover_hung(recover_after, served.backend.new_context)
                 except Exception as exc:  # the runtime may refuse a new context: stay out, retry
                     if str(exc) != last_failure:  # once per reason, not every half second
                         log.error("cannot re-create the hung NPU context (will retry): %s", exc)
                     last_failure, replaced = str(exc), 0
                 self.metrics.context_recoveries.inc(replaced)
-            hung = self.pool.hung(self.config.hang_timeout_s)
+            hung = self._hung(self.config.hang_timeout_s)
             self.metrics.hung_workers.set(hung)
-            self.metrics.in_flight.set(self.pool.busy)
+            self.metrics.in_flight.set(sum(m.pool.busy for m in self.models.values()))
             if self.serving.hung != bool(hung):
                 self.serving.hung = bool(hung)
                 if hung:
@@ -328,7 +388,7 @@ class Agent(rpc.NodeServicer):
 
 async def serve(
     config: AgentConfig,
-    backend: Backend | None = None,
+    backend: Backend | Sequence[models.LoadedModel] | None = None,
     ready: asyncio.Event | None = None,
     board_soc: soc.Soc | None = None,
     contexts_source: str | None = None,
@@ -337,7 +397,7 @@ async def serve(
     CRL at its next (drained) restart."""
     # Before anything starts: a CRL that cannot be used (SecurityError) is a configuration error.
     revocations = Revocations(config.tls) if config.tls else None
-    backend = backend or create_backend(config)
+    backend = backend or models.load(config, board_soc)
     split = cores.detect(config.affinity.sysfs_root)  # once: the pool's pinning and the I/O threads'
     agent = Agent(config, backend, split, board_soc, contexts_source)
     peer_checked = functools.partial(agent.cpu.add, "peer_check", "loop")
@@ -345,7 +405,11 @@ async def serve(
     if config.affinity.pin_io_to_little and not split.uniform:
         cores.pin_current_thread(split.little)  # gRPC's own threads inherit the main thread's mask
     server = grpc_limits.server(
-        config.limits, config.max_message_bytes, config.queue_limit + agent.pool.size, SERVER_OPTIONS, revoked
+        config.limits,
+        config.max_message_bytes,
+        config.queue_limit + agent.contexts_total,
+        SERVER_OPTIONS,
+        revoked,
     )
     server.add_generic_rpc_handlers((agent.inference_handler(),))
     rpc.add_NodeServicer_to_server(agent, server)
@@ -359,13 +423,16 @@ async def serve(
     await agent.publish_health()
     watchdog = asyncio.create_task(agent.watch_hangs())
     log.info(
-        "agent %s serving on %s: backend %s%s, %d context(s) (%s), %s, CPU cap via %s, affinity %s",
+        "agent %s serving on %s: backend %s%s, %s, %s, CPU cap via %s, affinity %s",
         config.node_name,
         config.listen,
-        backend.name,
-        " (EMULATED NPU)" if backend.emulated else "",
-        agent.pool.size,
-        agent.contexts_source,
+        agent.backend.name,
+        " (EMULATED NPU)" if agent.backend.emulated else "",
+        ", ".join(
+            f"model {m.name}{' (default)' if m.name == agent.default_model else ''}: {m.pool.size} "
+            f"context(s) ({m.contexts_source})"
+            for m in agent.models.values()
+        ),
         agent.soc.describe(),
         agent.cpu_cap.kind,
         split.reason,
@@ -382,5 +449,6 @@ async def serve(
         watchdog.cancel()
         connections.cancel()
         await lifecycle.stop()
-        agent.pool.close()
+        for served in agent.models.values():
+            served.pool.close()
         agent.decoder.close()

@@ -41,6 +41,15 @@ def _contexts(status: pb.NodeStatus) -> str:
     return f"{status.contexts} context(s) on {status.npu_cores} NPU core(s) ({source or 'source unknown'})"
 
 
+def models_placed(status: pb.NodeStatus) -> str:
+    """A board's models with their load, the default marked: "general* 1/8, plates 0/2" (in flight /
+    contexts); "-" from an agent that reports none."""
+    return (
+        ", ".join(f"{m.name}{'*' if m.default else ''} {m.in_flight}/{m.contexts}" for m in status.models)
+        or "-"
+    )
+
+
 def _print_node(status: pb.NodeStatus) -> None:
     emulated = " (EMULATED NPU)" if status.emulated else ""
     print(f"node {status.node}: backend {status.backend}{emulated}, {_contexts(status)}")
@@ -53,6 +62,13 @@ def _print_node(status: pb.NodeStatus) -> None:
         f"errors {status.errors_total}  hung workers {status.hung_workers}  "
         f"cpu cap {status.cpu_cap_mhz or 'none'}"
     )
+    for m in status.models:
+        print(
+            f"  model {m.name}{' (default)' if m.default else ''}: {m.contexts} context(s) "
+            f"({m.contexts_source or '-'}), in flight {m.in_flight}  queued {m.queue_depth}  "
+            f"served {m.served_total}  input {m.input_size}  classes {m.classes}  "
+            f"sha256 {m.model_sha256 or '-'}"
+        )
     note = f" ({status.cpu_cap_note})" if status.cpu_cap_note else ""
     print(f"  soc {status.soc or '-'}  context recoveries {status.context_recoveries}{note}")
     reasons = ", ".join(status.not_serving_reasons)
@@ -76,7 +92,8 @@ def _print_cluster(status: pb.ClusterStatus) -> None:
         title=f"policy {status.policy} · queue {status.queue_depth}/{status.queue_limit} · "
         f"{status.connections_per_board} conn/board · lease {status.lease_holder or 'free'}"
     )
-    for col in ("board", "address", "state", "in flight", "ewma ms", "served", "failures", "backend"):
+    columns = ("board", "address", "state", "in flight", "ewma ms", "served", "failures", "backend", "models")
+    for col in columns:
         table.add_column(col)
     for b in status.boards:
         backend = (
@@ -93,6 +110,7 @@ def _print_cluster(status: pb.ClusterStatus) -> None:
             str(b.served_total),
             str(b.failures_total),
             backend,
+            models_placed(b.last_status) if b.HasField("last_status") else "?",
         )
     Console(width=max(120, Console().width)).print(table)
 

@@ -23,7 +23,7 @@ import grpc
 import yaml
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from npudure.argtypes import contexts, whole
+from npudure.argtypes import contexts, model_spec, whole
 from npudure.config import BACKENDS
 from npudure.scheduler.policies import POLICIES
 from npudure.security import access as security
@@ -78,6 +78,9 @@ class LocalCluster:
     # Each agent's inference contexts (AgentConfig.contexts): 1..64 or auto.
     contexts: int | str = "auto"
     model: str | None = None
+    # Several models on every board, name -> file (the sim ignores the file: None), the first the
+    # default; replaces ``model``.
+    models: dict[str, str | None] | None = None
     agent_overrides: dict[str, Any] = field(default_factory=dict)
     scheduler_overrides: dict[str, Any] = field(default_factory=dict)
     per_board_overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -191,7 +194,8 @@ class LocalCluster:
                 "seed": seed,
                 **({"synthetic_detections": self.synthetic_detections} if self.synthetic_detections else {}),
             },
-            **({"model": self.model} if self.model else {}),
+            **({"model": self.model} if self.model and not self.models else {}),
+            **({"models": _model_entries(self.models)} if self.models else {}),
             **admin,
             **self.agent_overrides,
             **self.per_board_overrides.get(name, {}),
@@ -294,6 +298,10 @@ class LocalCluster:
         return proc.log_path.read_text(errors="replace") if proc.log_path.exists() else ""
 
 
+def _model_entries(models: dict[str, str | None]) -> list[dict[str, str]]:
+    return [{"name": name, **({"model": path} if path else {})} for name, path in models.items()]
+
+
 def _terminate(process: subprocess.Popen, timeout_s: float = 10.0, signalled: bool = False) -> None:
     if process.poll() is not None:
         return
@@ -317,7 +325,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--backend", choices=BACKENDS, default="sim", help="sim: emulated NPU; onnx: CPU (default sim)"
     )
     cluster.add_argument(
-        "--model", help="model file for the onnx/rknn backend (default: build/cached YOLOv8n)"
+        "--model",
+        type=model_spec,
+        action="append",
+        metavar="[NAME=]PATH",
+        help="model file for the onnx/rknn backend (default: build/cached YOLOv8n); repeat as NAME=PATH "
+        "to serve several models on every board, the first the default (sim: NAME= emulates one)",
     )
     cluster.add_argument(
         "--time-scale",
@@ -376,11 +389,11 @@ def run(args: argparse.Namespace) -> int:
             return 1
     http_port = args.http_port if args.http_port is not None else (50080 if args.port else 0)
     zmq_port = args.zmq_port if args.zmq_port is not None else (5555 if args.port else 0)
-    model = args.model
-    if args.backend == "onnx" and not model:
-        from npudure.model import ensure_model  # built once, then cached
-
-        model = str(ensure_model().path)
+    try:
+        model, models = _models(args.model or [], args.backend)
+    except ValueError as exc:
+        print(f"npudure local: {exc}", file=sys.stderr)
+        return 2
     cluster = LocalCluster(
         boards=args.boards,
         backend=args.backend,
@@ -389,6 +402,7 @@ def run(args: argparse.Namespace) -> int:
         policy=args.policy,
         connections_per_board=args.connections_per_board,
         model=model,
+        models=models,
         workdir=args.workdir,
         log_level="INFO",
         # Where `npudure status/bench` in another shell look by default.
@@ -418,9 +432,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"npudure local: could not start the cluster: {exc}", file=sys.stderr)
         return 1
     emulated = " (EMULATED NPU: sim backend)" if args.backend == "sim" else ""
+    served = f"  models {', '.join(models)} (default {next(iter(models))})" if models else ""
     print(
         f"scheduler {cluster.address}  boards {args.boards}  backend {args.backend}{emulated}  "
-        f"contexts {args.contexts}  policy {args.policy}"
+        f"contexts {args.contexts}  policy {args.policy}{served}"
     )
     if cluster.http_api:
         print(f"HTTP API (DeepStack / CodeProject.AI) {cluster.http_url}")
@@ -445,3 +460,33 @@ def run(args: argparse.Namespace) -> int:
         cluster.stop()
         print("stopped")
     return 0
+
+
+def _models(
+    specs: list[tuple[str | None, str]], backend: str
+) -> tuple[str | None, dict[str, str | None] | None]:
+    """``--model`` values as (the single model's file, or the named models); ValueError in one line."""
+    if len(specs) <= 1 and all(name is None for name, _ in specs):
+        model = specs[0][1] if specs else None
+        if backend == "onnx" and not model:
+            from npudure.model import ensure_model  # built once, then cached
+
+            model = str(ensure_model().path)
+        return model, None
+    if any(name is None for name, _ in specs):
+        raise ValueError("with several --model, name each one: --model NAME=PATH (the first is the default)")
+    models: dict[str, str | None] = {}
+    for name, path in specs:
+        assert name is not None
+        if name in models:
+            raise ValueError(f"--model {name}= given twice: each model needs its own name")
+        if backend != "sim" and path and not Path(path).is_file():
+            raise ValueError(f"--model {name}={path}: no such file")
+        if backend == "onnx" and not path:
+            from npudure.model import ensure_model
+
+            path = str(ensure_model().path)
+        if backend == "rknn" and not path:
+            raise ValueError(f"--model {name}= needs a .rknn file with the rknn backend")
+        models[name] = path if backend != "sim" else None
+    return None, models

@@ -41,18 +41,20 @@ BOARD_STATE_HOT: BoardState
 BOARD_STATE_INACTIVE: BoardState
 
 class InferRequest(_message.Message):
-    __slots__ = ("request_id", "encoding", "frame", "width", "height")
+    __slots__ = ("request_id", "encoding", "frame", "width", "height", "model")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     ENCODING_FIELD_NUMBER: _ClassVar[int]
     FRAME_FIELD_NUMBER: _ClassVar[int]
     WIDTH_FIELD_NUMBER: _ClassVar[int]
     HEIGHT_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     encoding: Encoding
     frame: bytes
     width: int
     height: int
-    def __init__(self, request_id: _Optional[str] = ..., encoding: _Optional[_Union[Encoding, str]] = ..., frame: _Optional[bytes] = ..., width: _Optional[int] = ..., height: _Optional[int] = ...) -> None: ...
+    model: str
+    def __init__(self, request_id: _Optional[str] = ..., encoding: _Optional[_Union[Encoding, str]] = ..., frame: _Optional[bytes] = ..., width: _Optional[int] = ..., height: _Optional[int] = ..., model: _Optional[str] = ...) -> None: ...
 
 class Detection(_message.Message):
     __slots__ = ("class_id", "score", "x1", "y1", "x2", "y2", "label")
@@ -103,7 +105,7 @@ class StageTiming(_message.Message):
     def __init__(self, scheduler_queue_us: _Optional[int] = ..., route_us: _Optional[int] = ..., network_to_board_us: _Optional[int] = ..., board_queue_us: _Optional[int] = ..., decode_us: _Optional[int] = ..., preprocess_us: _Optional[int] = ..., inference_us: _Optional[int] = ..., postprocess_us: _Optional[int] = ..., board_total_us: _Optional[int] = ..., scheduler_total_us: _Optional[int] = ..., npu_input_us: _Optional[int] = ..., network_to_client_us: _Optional[int] = ..., client_total_us: _Optional[int] = ...) -> None: ...
 
 class InferResponse(_message.Message):
-    __slots__ = ("request_id", "detections", "node", "timing", "backend", "emulated", "attempts")
+    __slots__ = ("request_id", "detections", "node", "timing", "backend", "emulated", "attempts", "model")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     DETECTIONS_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
@@ -111,6 +113,7 @@ class InferResponse(_message.Message):
     BACKEND_FIELD_NUMBER: _ClassVar[int]
     EMULATED_FIELD_NUMBER: _ClassVar[int]
     ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     detections: _containers.RepeatedCompositeFieldContainer[Detection]
     node: str
@@ -118,7 +121,8 @@ class InferResponse(_message.Message):
     backend: str
     emulated: bool
     attempts: int
-    def __init__(self, request_id: _Optional[str] = ..., detections: _Optional[_Iterable[_Union[Detection, _Mapping]]] = ..., node: _Optional[str] = ..., timing: _Optional[_Union[StageTiming, _Mapping]] = ..., backend: _Optional[str] = ..., emulated: _Optional[bool] = ..., attempts: _Optional[int] = ...) -> None: ...
+    model: str
+    def __init__(self, request_id: _Optional[str] = ..., detections: _Optional[_Iterable[_Union[Detection, _Mapping]]] = ..., node: _Optional[str] = ..., timing: _Optional[_Union[StageTiming, _Mapping]] = ..., backend: _Optional[str] = ..., emulated: _Optional[bool] = ..., attempts: _Optional[int] = ..., model: _Optional[str] = ...) -> None: ...
 
 class Reading(_message.Message):
     __slots__ = ("name", "value", "unit")
@@ -151,7 +155,7 @@ class NodeStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class NodeStatus(_message.Message):
-    __slots__ = ("node", "backend", "emulated", "agent_version", "runtime_version", "model_sha256", "boot_id", "npu_cores", "in_flight", "queue_depth", "served_total", "errors_total", "cpu_cap_mhz", "telemetry", "hung_workers", "uptime_s", "serving", "not_serving_reasons", "rps", "utilization", "soc", "cpu_cap_note", "context_recoveries", "emulation_model_s_total", "emulation_actual_s_total", "stage_cpu", "stage_cpu_frames", "loop_thread_cpu_s", "contexts", "contexts_source")
+    __slots__ = ("node", "backend", "emulated", "agent_version", "runtime_version", "model_sha256", "boot_id", "npu_cores", "in_flight", "queue_depth", "served_total", "errors_total", "cpu_cap_mhz", "telemetry", "hung_workers", "uptime_s", "serving", "not_serving_reasons", "rps", "utilization", "soc", "cpu_cap_note", "context_recoveries", "emulation_model_s_total", "emulation_actual_s_total", "stage_cpu", "stage_cpu_frames", "loop_thread_cpu_s", "contexts", "contexts_source", "models")
     NODE_FIELD_NUMBER: _ClassVar[int]
     BACKEND_FIELD_NUMBER: _ClassVar[int]
     EMULATED_FIELD_NUMBER: _ClassVar[int]
@@ -182,6 +186,7 @@ class NodeStatus(_message.Message):
     LOOP_THREAD_CPU_S_FIELD_NUMBER: _ClassVar[int]
     CONTEXTS_FIELD_NUMBER: _ClassVar[int]
     CONTEXTS_SOURCE_FIELD_NUMBER: _ClassVar[int]
+    MODELS_FIELD_NUMBER: _ClassVar[int]
     node: str
     backend: str
     emulated: bool
@@ -212,7 +217,32 @@ class NodeStatus(_message.Message):
     loop_thread_cpu_s: float
     contexts: int
     contexts_source: str
-    def __init__(self, node: _Optional[str] = ..., backend: _Optional[str] = ..., emulated: _Optional[bool] = ..., agent_version: _Optional[str] = ..., runtime_version: _Optional[str] = ..., model_sha256: _Optional[str] = ..., boot_id: _Optional[str] = ..., npu_cores: _Optional[int] = ..., in_flight: _Optional[int] = ..., queue_depth: _Optional[int] = ..., served_total: _Optional[int] = ..., errors_total: _Optional[int] = ..., cpu_cap_mhz: _Optional[int] = ..., telemetry: _Optional[_Union[Telemetry, _Mapping]] = ..., hung_workers: _Optional[int] = ..., uptime_s: _Optional[float] = ..., serving: _Optional[bool] = ..., not_serving_reasons: _Optional[_Iterable[str]] = ..., rps: _Optional[float] = ..., utilization: _Optional[float] = ..., soc: _Optional[str] = ..., cpu_cap_note: _Optional[str] = ..., context_recoveries: _Optional[int] = ..., emulation_model_s_total: _Optional[float] = ..., emulation_actual_s_total: _Optional[float] = ..., stage_cpu: _Optional[_Iterable[_Union[StageCpu, _Mapping]]] = ..., stage_cpu_frames: _Optional[int] = ..., loop_thread_cpu_s: _Optional[float] = ..., contexts: _Optional[int] = ..., contexts_source: _Optional[str] = ...) -> None: ...
+    models: _containers.RepeatedCompositeFieldContainer[ModelStatus]
+    def __init__(self, node: _Optional[str] = ..., backend: _Optional[str] = ..., emulated: _Optional[bool] = ..., agent_version: _Optional[str] = ..., runtime_version: _Optional[str] = ..., model_sha256: _Optional[str] = ..., boot_id: _Optional[str] = ..., npu_cores: _Optional[int] = ..., in_flight: _Optional[int] = ..., queue_depth: _Optional[int] = ..., served_total: _Optional[int] = ..., errors_total: _Optional[int] = ..., cpu_cap_mhz: _Optional[int] = ..., telemetry: _Optional[_Union[Telemetry, _Mapping]] = ..., hung_workers: _Optional[int] = ..., uptime_s: _Optional[float] = ..., serving: _Optional[bool] = ..., not_serving_reasons: _Optional[_Iterable[str]] = ..., rps: _Optional[float] = ..., utilization: _Optional[float] = ..., soc: _Optional[str] = ..., cpu_cap_note: _Optional[str] = ..., context_recoveries: _Optional[int] = ..., emulation_model_s_total: _Optional[float] = ..., emulation_actual_s_total: _Optional[float] = ..., stage_cpu: _Optional[_Iterable[_Union[StageCpu, _Mapping]]] = ..., stage_cpu_frames: _Optional[int] = ..., loop_thread_cpu_s: _Optional[float] = ..., contexts: _Optional[int] = ..., contexts_source: _Optional[str] = ..., models: _Optional[_Iterable[_Union[ModelStatus, _Mapping]]] = ...) -> None: ...
+
+class ModelStatus(_message.Message):
+    __slots__ = ("name", "default", "model_sha256", "contexts", "contexts_source", "in_flight", "queue_depth", "served_total", "input_size", "classes")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_FIELD_NUMBER: _ClassVar[int]
+    MODEL_SHA256_FIELD_NUMBER: _ClassVar[int]
+    CONTEXTS_FIELD_NUMBER: _ClassVar[int]
+    CONTEXTS_SOURCE_FIELD_NUMBER: _ClassVar[int]
+    IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_DEPTH_FIELD_NUMBER: _ClassVar[int]
+    SERVED_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    INPUT_SIZE_FIELD_NUMBER: _ClassVar[int]
+    CLASSES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    default: bool
+    model_sha256: str
+    contexts: int
+    contexts_source: str
+    in_flight: int
+    queue_depth: int
+    served_total: int
+    input_size: int
+    classes: int
+    def __init__(self, name: _Optional[str] = ..., default: _Optional[bool] = ..., model_sha256: _Optional[str] = ..., contexts: _Optional[int] = ..., contexts_source: _Optional[str] = ..., in_flight: _Optional[int] = ..., queue_depth: _Optional[int] = ..., served_total: _Optional[int] = ..., input_size: _Optional[int] = ..., classes: _Optional[int] = ...) -> None: ...
 
 class StageCpu(_message.Message):
     __slots__ = ("stage", "thread", "seconds")
@@ -353,7 +383,7 @@ class RouteBoard(_message.Message):
     def __init__(self, name: _Optional[str] = ..., address: _Optional[str] = ..., resolved: _Optional[str] = ...) -> None: ...
 
 class Route(_message.Message):
-    __slots__ = ("boards", "target", "service_config_json", "version", "tls", "max_message_bytes", "refresh_interval_s")
+    __slots__ = ("boards", "target", "service_config_json", "version", "tls", "max_message_bytes", "refresh_interval_s", "models")
     BOARDS_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
     SERVICE_CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
@@ -361,6 +391,7 @@ class Route(_message.Message):
     TLS_FIELD_NUMBER: _ClassVar[int]
     MAX_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
     REFRESH_INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
+    MODELS_FIELD_NUMBER: _ClassVar[int]
     boards: _containers.RepeatedCompositeFieldContainer[RouteBoard]
     target: str
     service_config_json: str
@@ -368,7 +399,20 @@ class Route(_message.Message):
     tls: bool
     max_message_bytes: int
     refresh_interval_s: float
-    def __init__(self, boards: _Optional[_Iterable[_Union[RouteBoard, _Mapping]]] = ..., target: _Optional[str] = ..., service_config_json: _Optional[str] = ..., version: _Optional[str] = ..., tls: _Optional[bool] = ..., max_message_bytes: _Optional[int] = ..., refresh_interval_s: _Optional[float] = ...) -> None: ...
+    models: _containers.RepeatedCompositeFieldContainer[RouteModel]
+    def __init__(self, boards: _Optional[_Iterable[_Union[RouteBoard, _Mapping]]] = ..., target: _Optional[str] = ..., service_config_json: _Optional[str] = ..., version: _Optional[str] = ..., tls: _Optional[bool] = ..., max_message_bytes: _Optional[int] = ..., refresh_interval_s: _Optional[float] = ..., models: _Optional[_Iterable[_Union[RouteModel, _Mapping]]] = ...) -> None: ...
+
+class RouteModel(_message.Message):
+    __slots__ = ("name", "default", "boards", "target")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_FIELD_NUMBER: _ClassVar[int]
+    BOARDS_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    default: bool
+    boards: _containers.RepeatedScalarFieldContainer[str]
+    target: str
+    def __init__(self, name: _Optional[str] = ..., default: _Optional[bool] = ..., boards: _Optional[_Iterable[str]] = ..., target: _Optional[str] = ...) -> None: ...
 
 class ReloadBoardsRequest(_message.Message):
     __slots__ = ()

@@ -50,7 +50,23 @@ class Board:
     # When a health check last got SERVING (monotonic): the board's own word that it is alive, which
     # tells a request that ran out of time on a working board from a board that stopped answering.
     serving_seen_at: float = 0.0
+    # The scheduler config's list for this board (None: not given), used until the board reports its own.
+    configured_models: tuple[str, ...] | None = None
     _next_channel: int = 0
+    # (the status the names were read from, its names): read once per poll, not once per request.
+    _reported: tuple[pb.NodeStatus | None, tuple[str, ...]] = (None, ())
+
+    # ------------------------------------------------------------------ placement (scheduler.placement)
+    @property
+    def model_names(self) -> tuple[str, ...] | None:
+        """The models the board serves, its default first; None when neither it nor the config said."""
+        status = self.last_status
+        if status is None:
+            return self.configured_models
+        if self._reported[0] is not status:  # holding the status keeps its identity from being reused
+            names = tuple(m.name for m in sorted(status.models, key=lambda m: not m.default))
+            self._reported = (status, names)
+        return self._reported[1] or self.configured_models
 
     # ------------------------------------------------------------------ what policies read
     @property
@@ -182,7 +198,14 @@ def open_board(
         )
         for _ in range(config.connections_per_board)
     ]
-    return Board(index, board.name, board.address, config.board_max_inflight, channels)
+    return Board(
+        index,
+        board.name,
+        board.address,
+        config.board_max_inflight,
+        channels,
+        configured_models=tuple(board.models) if board.models else None,
+    )
 
 
 class BoardMonitor:

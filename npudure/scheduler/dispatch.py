@@ -4,6 +4,11 @@ Reserve = policy choice + in-flight increment in one synchronous step (nothing a
 on the asyncio loop it is atomic). Release happens in a ``finally``: success, error, timeout,
 cancellation and retry all pass through it. When every eligible board is at its pipeline depth the
 request waits in a bounded FIFO here instead of piling onto the boards.
+
+A request names its model (``InferRequest.model``, "" = the default): its candidates are the boards
+that hold it (npudure.scheduler.placement). The policies score the same per-board in-flight counts
+whatever the model, because a board's models share its NPU. Waiters stay first come, first served
+within a model; one model's full boards do not hold back another model's waiters.
 """
 
 from __future__ import annotations
@@ -17,11 +22,13 @@ import time
 from dataclasses import dataclass
 
 import grpc
+from google.protobuf.message import DecodeError
 from prometheus_client import Counter, Gauge, Histogram
 
 from npudure.config import SchedulerConfig
-from npudure.proto import contract
+from npudure.proto import contract, wire
 from npudure.proto import inference_pb2 as pb
+from npudure.scheduler import placement
 from npudure.scheduler.boards import Board
 from npudure.scheduler.metrics import SchedulerMetrics
 from npudure.scheduler.policies import Policy, make_policy
@@ -66,6 +73,16 @@ class DispatchError(Exception):
 class _Waiter:
     future: asyncio.Future[Board]
     exclude: frozenset[Board]
+    model: str = ""
+
+
+def model_of(request: bytes) -> str:
+    """The model a serialized InferRequest names ("" when none, or when it is no InferRequest: the
+    board refuses those bytes with INVALID_ARGUMENT, as before models had names)."""
+    try:
+        return wire.parse(request).model
+    except DecodeError:
+        return ""
 
 
 class Dispatcher:
@@ -75,6 +92,8 @@ class Dispatcher:
         self.metrics = metrics
         self.policy: Policy = make_policy(config.policy)
         self._waiters: collections.deque[_Waiter] = collections.deque()
+        # How many entries of _waiters each model has (done ones too, until they are dropped).
+        self._queued: collections.Counter[str] = collections.Counter()
         self._rng = random.Random()
         # Labelled children looked up once: .labels() on the hot path costs a few percent of a core.
         self._gauges: dict[Board, Gauge] = {}
@@ -110,9 +129,16 @@ class Dispatcher:
     def queue_depth(self) -> int:
         return len(self._waiters)
 
-    def _try_reserve(self, exclude: frozenset[Board]) -> Board | None:
+    def _holders(self, model: str) -> list[Board]:
+        boards = self.boards
+        default = placement.default_model(boards)
+        return [b for b in boards if placement.holds(b, model, default)]
+
+    def _try_reserve(self, exclude: frozenset[Board], model: str = "") -> Board | None:
         candidates = [
-            b for b in self.boards if b.eligible and b.in_flight < b.max_in_flight and b not in exclude
+            b
+            for b in self._holders(model)
+            if b.eligible and b.in_flight < b.max_in_flight and b not in exclude
         ]
         if not candidates:
             return None
@@ -126,36 +152,60 @@ class Dispatcher:
         self._gauges[board].set(board.in_flight)
         self.capacity_changed()
 
+    def _dequeue(self, index: int) -> _Waiter:
+        waiter = self._waiters[index]
+        del self._waiters[index]
+        self._queued[waiter.model] -= 1
+        if not self._queued[waiter.model]:
+            del self._queued[waiter.model]
+        return waiter
+
     def capacity_changed(self) -> None:
-        """Hand freed capacity to waiting requests, oldest first."""
-        while self._waiters:
-            waiter = self._waiters[0]
+        """Hand freed capacity to waiting requests, oldest first within each model: once a model's
+        oldest waiter finds no board, that model's later waiters wait behind it, and the scan stops
+        when every model in the queue is blocked (one model: at its first waiter, as a plain FIFO)."""
+        blocked: set[str] = set()
+        i = 0
+        while i < len(self._waiters) and len(blocked) < len(self._queued):
+            waiter = self._waiters[i]
             if waiter.future.done():  # timed out or cancelled
-                self._waiters.popleft()
+                self._dequeue(i)
                 continue
-            board = self._try_reserve(waiter.exclude)
+            if waiter.model in blocked:
+                i += 1
+                continue
+            board = self._try_reserve(waiter.exclude, waiter.model)
             if board is None:
-                break
-            self._waiters.popleft()
-            waiter.future.set_result(board)
+                blocked.add(waiter.model)
+                i += 1
+                continue
+            self._dequeue(i).future.set_result(board)
         self.metrics.queue_depth.set(len(self._waiters))
 
-    async def acquire(self, exclude: frozenset[Board], deadline: float) -> Board:
-        if not self._waiters:
-            board = self._try_reserve(exclude)
+    async def acquire(self, exclude: frozenset[Board], deadline: float, model: str = "") -> Board:
+        if not self._queued.get(model):  # none of this model's requests wait before it
+            board = self._try_reserve(exclude, model)
             if board is not None:
                 return board
-        if not any(b.eligible and b not in exclude for b in self.boards):
-            states = ", ".join(f"{b.name}={contract.board_state_label(b.state)}" for b in self.boards)
-            raise DispatchError(grpc.StatusCode.UNAVAILABLE, f"no board can take requests ({states})")
+        holders = self._holders(model)
+        if not holders:
+            try:
+                placement.check_served(self.boards, model)
+            except placement.UnknownModel as exc:
+                raise DispatchError(grpc.StatusCode.NOT_FOUND, str(exc)) from None
+        if not any(b.eligible and b not in exclude for b in holders):
+            states = ", ".join(f"{b.name}={contract.board_state_label(b.state)}" for b in holders)
+            which = f" that hold model {model!r}" if model else ""
+            raise DispatchError(grpc.StatusCode.UNAVAILABLE, f"no board{which} can take requests ({states})")
         if len(self._waiters) >= self.config.queue_limit:
             raise DispatchError(
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
                 f"scheduler queue is full ({self.config.queue_limit} requests wait for a board); slow down "
                 "or raise queue_limit",
             )
-        waiter = _Waiter(asyncio.get_running_loop().create_future(), exclude)
+        waiter = _Waiter(asyncio.get_running_loop().create_future(), exclude, model)
         self._waiters.append(waiter)
+        self._queued[model] += 1
         self.metrics.queue_depth.set(len(self._waiters))
         try:
             return await asyncio.wait_for(
@@ -173,15 +223,17 @@ class Dispatcher:
             raise
 
     # ------------------------------------------------------------------ forwarding
-    async def forward(self, request: bytes, deadline: float) -> bytes:
-        """Send the request bytes to one board (retry once elsewhere); return the response bytes."""
+    async def forward(self, request: bytes, deadline: float, model: str | None = None) -> bytes:
+        """Send the request bytes to one board that holds its model (retry once elsewhere); return the
+        response bytes. ``model``: what the request names, when the caller knows (else read from it)."""
         arrived = time.perf_counter()
+        model = model_of(request) if model is None else model
         exclude: frozenset[Board] = frozenset()
         queue_s = 0.0
         last_error = ""
         for attempt in range(1, MAX_ATTEMPTS + 1):
             wait_start = time.perf_counter()
-            board = await self.acquire(exclude, deadline)
+            board = await self.acquire(exclude, deadline, model)
             queue_s += time.perf_counter() - wait_start
             try:
                 remaining = deadline - time.monotonic()

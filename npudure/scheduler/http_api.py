@@ -34,9 +34,9 @@ import grpc
 from aiohttp import hdrs, web
 from aiohttp.abc import AbstractAccessLogger
 
-from npudure.config import HttpApiConfig, SchedulerConfig
+from npudure.config import DEFAULT_MODEL_NAME, HttpApiConfig, SchedulerConfig
 from npudure.proto import inference_pb2 as pb
-from npudure.scheduler import deepstack
+from npudure.scheduler import deepstack, placement
 from npudure.scheduler.boards import Board
 from npudure.scheduler.dispatch import Dispatcher, DispatchError
 from npudure.scheduler.http_form import FieldTooLarge, boundary_of
@@ -81,6 +81,7 @@ _CODE_OF_STATUS = {
 }
 # Cluster errors as HTTP statuses: a full or empty cluster is 503 (try again), a deadline 504.
 _STATUS_OF_CODE = {
+    grpc.StatusCode.NOT_FOUND: 404,
     grpc.StatusCode.RESOURCE_EXHAUSTED: 503,
     grpc.StatusCode.UNAVAILABLE: 503,
     grpc.StatusCode.DEADLINE_EXCEEDED: 504,
@@ -272,28 +273,36 @@ class HttpApi:
         up = sum(b.eligible for b in self.scheduler.boards)
         return web.json_response({"success": up > 0, "boards_up": up, "boards": len(self.scheduler.boards)})
 
+    def _models(self) -> tuple[str | None, list[str]]:
+        """(the cluster's default model as the boards name it, every model as this API lists it): the
+        default first, as ``http_api.model_name`` when set, the others by their own names."""
+        boards = self.scheduler.boards
+        default = placement.default_model(boards)
+        alias = self.config.model_name or default or DEFAULT_MODEL_NAME
+        return default, [alias, *(m for m in placement.served(boards) if m not in (default, alias))]
+
     async def custom_list(self, request: web.Request) -> web.Response:
-        """CodeProject.AI's model list (what Blue Iris asks for): the one model this cluster serves."""
+        """CodeProject.AI's model list (what Blue Iris asks for): every model the boards serve."""
         return web.json_response(
-            {
-                "success": True,
-                "models": [self.config.model_name],
-                "moduleId": deepstack.MODULE_ID,
-                "code": 200,
-            }
+            {"success": True, "models": self._models()[1], "moduleId": deepstack.MODULE_ID, "code": 200}
         )
 
     async def custom(self, request: web.Request) -> web.Response:
-        if request.match_info["model"] == self.config.model_name:
+        """A model by name; the default's own name and ``http_api.model_name`` are the default model."""
+        name = request.match_info["model"]
+        default, listed = self._models()
+        if name in listed[1:]:
+            return await self.detection(request, name)
+        if name in (listed[0], default):
             return await self.detection(request)
         raise HttpApiError(
             404,
-            f"no custom model {shown(request.match_info['model'])}: this cluster serves "
-            f"{self.config.model_name!r} (/v1/vision/custom/{self.config.model_name} or "
-            "/v1/vision/detection; /v1/vision/custom/list lists it)",
+            f"no custom model {shown(name)}: this cluster serves {', '.join(map(repr, listed))} "
+            f"(/v1/vision/custom/<model>; /v1/vision/detection is {listed[0]}; "
+            "/v1/vision/custom/list lists them)",
         )
 
-    async def detection(self, request: web.Request) -> web.Response:
+    async def detection(self, request: web.Request, model: str = "") -> web.Response:
         received = time.perf_counter()
         if self.active >= self.config.max_concurrency:
             raise HttpApiError(
@@ -303,11 +312,11 @@ class HttpApi:
             )
         self.active += 1
         try:
-            return await self._detect(request, received)
+            return await self._detect(request, received, model)
         finally:
             self.active -= 1
 
-    async def _detect(self, request: web.Request, received: float) -> web.Response:
+    async def _detect(self, request: web.Request, received: float, model: str) -> web.Response:
         length = request.content_length
         if length is not None and length > self.config.max_body_bytes:
             raise web.HTTPRequestEntityTooLarge(max_size=self.config.max_body_bytes, actual_size=length)
@@ -355,14 +364,14 @@ class HttpApi:
         except ImageError as exc:
             raise HttpApiError(exc.status, str(exc)) from None
         request_bytes = pb.InferRequest(
-            request_id=f"http-{uuid.uuid4().hex[:12]}", encoding=header.encoding, frame=data
+            request_id=f"http-{uuid.uuid4().hex[:12]}", encoding=header.encoding, frame=data, model=model
         ).SerializeToString()
         deadline = time.monotonic() + (
             self.config.request_timeout_s or self.scheduler.config.request_timeout_s
         )
         try:
             reply = pb.InferResponse.FromString(
-                await self.scheduler.dispatch.forward(request_bytes, deadline)
+                await self.scheduler.dispatch.forward(request_bytes, deadline, model)
             )
         except DispatchError as exc:
             raise HttpApiError(_STATUS_OF_CODE.get(exc.code, 500), str(exc), exc.code.name) from None
@@ -398,6 +407,7 @@ class HttpApi:
             round_trip_ms=total_s * 1e3,
             extra={
                 "backend": reply.backend,
+                "model": reply.model,
                 "emulated": reply.emulated,
                 "attempts": reply.attempts,
                 "imageWidth": header.width,

@@ -215,6 +215,9 @@ class Membership:
             self._add(board)
         for name in diff.removed:
             self._leave(host.by_name[name])
+        for board in new.boards:  # the config's model lists stand in until each board reports its own
+            if board.name in host.by_name:
+                host.by_name[board.name].configured_models = tuple(board.models) if board.models else None
         policy = ""
         if new.policy != old.policy:
             host.dispatch.policy = make_policy(new.policy)

@@ -54,17 +54,26 @@ class RoundRobin(Policy):
         return chosen
 
 
+# Candidate sets whose tie rotation is remembered (a few per model placement and board state).
+MAX_ROTATIONS = 64
+
+
 class LeastInflight(Policy):
     name = "least_inflight"
 
     def __init__(self) -> None:
-        self._rotate = 0
+        self._rotate: dict[tuple[int, ...], int] = {}
 
     def choose(self, candidates: Sequence[B]) -> B:
-        # Ties go round the boards rather than always to the first one.
-        self._rotate += 1
+        # Ties go round the boards rather than always to the first one; each set of candidates (a
+        # model's boards) turns on its own, else requests for two models in turn would each stay on
+        # one board of their set.
+        key = tuple(b.index for b in candidates)
+        if key not in self._rotate and len(self._rotate) >= MAX_ROTATIONS:
+            self._rotate.clear()
+        turn = self._rotate[key] = self._rotate.get(key, 0) + 1
         n = len(candidates)
-        best = min(range(n), key=lambda i: (candidates[i].in_flight, (i - self._rotate) % n))
+        best = min(range(n), key=lambda i: (candidates[i].in_flight, (i - turn) % n))
         return candidates[best]
 
 

@@ -24,6 +24,7 @@ from npudure.config import SchedulerConfig
 from npudure.proto import contract
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
+from npudure.scheduler import placement
 from npudure.scheduler.address import split as split_address
 from npudure.scheduler.boards import Board
 
@@ -86,12 +87,32 @@ def in_route(board: Board) -> bool:
     return board.active and not board.draining
 
 
+def model_routes(listed: Sequence[Board], resolved: dict[str, str]) -> list[pb.RouteModel]:
+    """Each model the listed boards serve, with the boards that hold it and a target naming them."""
+    default = placement.default_model(listed)
+    routes = []
+    for name in placement.served(listed) if default is not None else ():
+        holders = [b for b in listed if placement.holds(b, name, default)]
+        routes.append(
+            pb.RouteModel(
+                name=name,
+                default=name == default,
+                boards=[b.name for b in holders],
+                target=target_for([resolved[b.name] for b in holders]) if holders else "",
+            )
+        )
+    return routes
+
+
 def build_route(boards: Sequence[Board], config: SchedulerConfig, resolved: dict[str, str]) -> pb.Route:
     listed = [b for b in boards if in_route(b)]
     entries = [pb.RouteBoard(name=b.name, address=b.address, resolved=resolved[b.name]) for b in listed]
     target = target_for([e.resolved for e in entries]) if entries else ""
     text = json.dumps(service_config(config), sort_keys=True)
-    version = hashlib.sha256(f"{target}\n{text}".encode()).hexdigest()[:16]
+    models = model_routes(listed, resolved)
+    placed = ";".join(f"{m.name}={','.join(m.boards)}" for m in models)  # a placement change is a new route
+    key = f"{target}\n{text}" + (f"\n{placed}" if placed else "")
+    version = hashlib.sha256(key.encode()).hexdigest()[:16]
     return pb.Route(
         boards=entries,
         target=target,
@@ -100,6 +121,7 @@ def build_route(boards: Sequence[Board], config: SchedulerConfig, resolved: dict
         tls=config.tls is not None,
         max_message_bytes=config.max_message_bytes,
         refresh_interval_s=REFRESH_INTERVAL_S,
+        models=models,
     )
 
 

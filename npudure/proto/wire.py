@@ -1,13 +1,15 @@
 """An InferRequest read straight from the bytes gRPC received, the frame as a view of them.
 
+The agent reads every request with it; the scheduler reads a request's model with it, to route it
+(here in proto, which both import: the agent and the scheduler never import each other).
+
 ``pb.InferRequest.FromString(data).frame`` copies the 1.2 MB frame out of the message (and the NPU
-input copies it again). The message has five small fields, so it is read here in Python: the id, the
-encoding and a raw frame's width and height are decoded, the frame is a ``memoryview`` of ``data`` (no
-copy; raw frames then reach the backend as a read-only numpy view, and the backend's own input copy is
-the only one). Anything this
-reader does not expect (an unknown wire type, a group) goes to protobuf itself, which gives the
-same answer or the same error; a truncated or malformed message raises ``DecodeError`` as protobuf
-does.
+input copies it again). The message has six small fields, so it is read here in Python: the id, the
+encoding, a raw frame's width and height and the model's name are decoded, the frame is a
+``memoryview`` of ``data`` (no copy; raw frames then reach the backend as a read-only numpy view, and
+the backend's own input copy is the only one). Anything this reader does not expect (an unknown
+wire type, a group) goes to protobuf itself, which gives the same answer or the same error; a
+truncated or malformed message raises ``DecodeError`` as protobuf does.
 """
 
 from __future__ import annotations
@@ -19,9 +21,16 @@ from google.protobuf.message import DecodeError
 from npudure.proto import inference_pb2 as pb
 
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
-_ID, _ENCODING, _FRAME, _WIDTH, _HEIGHT = 1, 2, 3, 4, 5
+_ID, _ENCODING, _FRAME, _WIDTH, _HEIGHT, _MODEL = 1, 2, 3, 4, 5, 6
 # The wire type of each known field; a known field sent with another one is left to protobuf.
-_WIRE_TYPE = {_ID: _LEN, _ENCODING: _VARINT, _FRAME: _LEN, _WIDTH: _VARINT, _HEIGHT: _VARINT}
+_WIRE_TYPE = {
+    _ID: _LEN,
+    _ENCODING: _VARINT,
+    _FRAME: _LEN,
+    _WIDTH: _VARINT,
+    _HEIGHT: _VARINT,
+    _MODEL: _LEN,
+}
 
 
 class Request(NamedTuple):
@@ -30,6 +39,7 @@ class Request(NamedTuple):
     frame: memoryview | bytes
     width: int = 0
     height: int = 0
+    model: str = ""
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
@@ -53,13 +63,14 @@ def _int32(value: int) -> int:
 
 def _protobuf(data: bytes) -> Request:
     msg = pb.InferRequest.FromString(data)
-    return Request(msg.request_id, msg.encoding, msg.frame, msg.width, msg.height)
+    return Request(msg.request_id, msg.encoding, msg.frame, msg.width, msg.height, msg.model)
 
 
 def parse(data: bytes) -> Request:
     """The request in ``data`` (proto3 rules: the last occurrence of a field wins)."""
     view = memoryview(data)
-    request_id, encoding = "", 0
+    texts = {_ID: "", _MODEL: ""}
+    encoding = 0
     sides = {_WIDTH: 0, _HEIGHT: 0}
     frame: memoryview | bytes = view[0:0]
     pos, end = 0, len(data)
@@ -80,11 +91,12 @@ def parse(data: bytes) -> Request:
             length, pos = _varint(data, pos)
             if pos + length > end:
                 raise DecodeError("truncated length-delimited field")
-            if number == _ID:
+            if number in texts:
                 try:
-                    request_id = bytes(view[pos : pos + length]).decode("utf-8")
+                    texts[number] = bytes(view[pos : pos + length]).decode("utf-8")
                 except UnicodeDecodeError:
-                    raise DecodeError("request_id is not valid UTF-8") from None
+                    what = "request_id" if number == _ID else "model"
+                    raise DecodeError(f"{what} is not valid UTF-8") from None
             elif number == _FRAME:
                 frame = view[pos : pos + length]
             pos += length
@@ -96,4 +108,4 @@ def parse(data: bytes) -> Request:
             return _protobuf(data)
     # JPEG and PNG stay views too: the budget's marker walk, simplejpeg and Pillow's BytesIO all read
     # a memoryview, so the copy here (9–21 µs of event-loop CPU per 640/1080p JPEG here) is not needed.
-    return Request(request_id, encoding, frame, sides[_WIDTH], sides[_HEIGHT])
+    return Request(texts[_ID], encoding, frame, sides[_WIDTH], sides[_HEIGHT], texts[_MODEL])
