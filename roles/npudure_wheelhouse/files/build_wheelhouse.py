@@ -138,8 +138,8 @@ def check_pinned(wheels: Path, pins: dict[str, str], hashes: dict[str, set[str]]
                 path.unlink()
                 raise RuntimeError(
                     f"{path.name} hashes to sha256:{digest}, which is not among the locked hashes of {name} "
-                    "(npudure_wheelhouse_rknn_lite_hashes, npudure_wheelhouse_locked): a different file than the one "
-                    "locked; removed it"
+                    "(npudure_wheelhouse_rknn_lite_hashes, npudure_wheelhouse_locked): a different file than "
+                    "the one locked; removed it"
                 )
     for name in hashes:
         if not any(normalize(p.name.split("-")[0]) == name for p in wheels.glob("*.whl")):
