@@ -165,4 +165,5 @@ class ServedModel:
             served_total=self.served,
             input_size=self.backend.input_size,
             classes=len(self.backend.class_names),
+            class_names=self.backend.class_names,
         )

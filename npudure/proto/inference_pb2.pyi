@@ -221,7 +221,7 @@ class NodeStatus(_message.Message):
     def __init__(self, node: _Optional[str] = ..., backend: _Optional[str] = ..., emulated: _Optional[bool] = ..., agent_version: _Optional[str] = ..., runtime_version: _Optional[str] = ..., model_sha256: _Optional[str] = ..., boot_id: _Optional[str] = ..., npu_cores: _Optional[int] = ..., in_flight: _Optional[int] = ..., queue_depth: _Optional[int] = ..., served_total: _Optional[int] = ..., errors_total: _Optional[int] = ..., cpu_cap_mhz: _Optional[int] = ..., telemetry: _Optional[_Union[Telemetry, _Mapping]] = ..., hung_workers: _Optional[int] = ..., uptime_s: _Optional[float] = ..., serving: _Optional[bool] = ..., not_serving_reasons: _Optional[_Iterable[str]] = ..., rps: _Optional[float] = ..., utilization: _Optional[float] = ..., soc: _Optional[str] = ..., cpu_cap_note: _Optional[str] = ..., context_recoveries: _Optional[int] = ..., emulation_model_s_total: _Optional[float] = ..., emulation_actual_s_total: _Optional[float] = ..., stage_cpu: _Optional[_Iterable[_Union[StageCpu, _Mapping]]] = ..., stage_cpu_frames: _Optional[int] = ..., loop_thread_cpu_s: _Optional[float] = ..., contexts: _Optional[int] = ..., contexts_source: _Optional[str] = ..., models: _Optional[_Iterable[_Union[ModelStatus, _Mapping]]] = ...) -> None: ...
 
 class ModelStatus(_message.Message):
-    __slots__ = ("name", "default", "model_sha256", "contexts", "contexts_source", "in_flight", "queue_depth", "served_total", "input_size", "classes")
+    __slots__ = ("name", "default", "model_sha256", "contexts", "contexts_source", "in_flight", "queue_depth", "served_total", "input_size", "classes", "class_names")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_FIELD_NUMBER: _ClassVar[int]
     MODEL_SHA256_FIELD_NUMBER: _ClassVar[int]
@@ -232,6 +232,7 @@ class ModelStatus(_message.Message):
     SERVED_TOTAL_FIELD_NUMBER: _ClassVar[int]
     INPUT_SIZE_FIELD_NUMBER: _ClassVar[int]
     CLASSES_FIELD_NUMBER: _ClassVar[int]
+    CLASS_NAMES_FIELD_NUMBER: _ClassVar[int]
     name: str
     default: bool
     model_sha256: str
@@ -242,7 +243,8 @@ class ModelStatus(_message.Message):
     served_total: int
     input_size: int
     classes: int
-    def __init__(self, name: _Optional[str] = ..., default: _Optional[bool] = ..., model_sha256: _Optional[str] = ..., contexts: _Optional[int] = ..., contexts_source: _Optional[str] = ..., in_flight: _Optional[int] = ..., queue_depth: _Optional[int] = ..., served_total: _Optional[int] = ..., input_size: _Optional[int] = ..., classes: _Optional[int] = ...) -> None: ...
+    class_names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., default: _Optional[bool] = ..., model_sha256: _Optional[str] = ..., contexts: _Optional[int] = ..., contexts_source: _Optional[str] = ..., in_flight: _Optional[int] = ..., queue_depth: _Optional[int] = ..., served_total: _Optional[int] = ..., input_size: _Optional[int] = ..., classes: _Optional[int] = ..., class_names: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class StageCpu(_message.Message):
     __slots__ = ("stage", "thread", "seconds")

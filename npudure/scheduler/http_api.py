@@ -47,6 +47,7 @@ from npudure.scheduler.http_upload import BudgetExhausted, UnverifiedBytes, read
 from npudure.scheduler.metrics import SchedulerMetrics
 from npudure.security.access import ListenError, SecurityError
 from npudure.service.handlers import LOG_EVERY_S, RateLimitedLog
+from npudure.vision.labels import labelmap_text
 
 
 class Scheduler(Protocol):
@@ -174,6 +175,9 @@ class HttpApi:
         app.router.add_route("POST", "/v1/vision/custom/list", self.custom_list)
         app.router.add_route("GET", "/v1/vision/custom/list", self.custom_list)
         app.router.add_post("/v1/vision/custom/{model}", self.custom)
+        # Frigate's labelmap_path for the default model or one by name (curl -o labelmap.txt ...).
+        app.router.add_get("/v1/vision/labelmap", self.labelmap)
+        app.router.add_get("/v1/vision/labelmap/{model}", self.labelmap)
         return app
 
     async def start(self) -> None:
@@ -302,6 +306,27 @@ class HttpApi:
             "/v1/vision/custom/list lists them)",
         )
 
+    async def labelmap(self, request: web.Request) -> web.Response:
+        """The model's labelmap as Frigate reads it (``<id>  <name>``), from the boards' own reports:
+        the names the answers of this API and of the zmq endpoint carry."""
+        name = request.match_info.get("model", "")
+        default, listed = self._models()
+        is_default = name in ("", listed[0], default)
+        if not is_default and name not in listed:
+            raise HttpApiError(
+                404,
+                f"no model {shown(name)}: this cluster serves {', '.join(map(repr, listed))} "
+                "(/v1/vision/labelmap/<model>; /v1/vision/labelmap is the default's)",
+            )
+        names = _reported_names(self.scheduler.boards, "" if is_default else name)
+        if names is None:
+            raise HttpApiError(
+                503,
+                f"no board has reported the class names of {shown(name or listed[0])} yet (older agents "
+                "do not): retry shortly, or write it with `npudure model labelmap MODEL`",
+            )
+        return web.Response(text=labelmap_text(names), content_type="text/plain")
+
     async def detection(self, request: web.Request, model: str = "") -> web.Response:
         received = time.perf_counter()
         if self.active >= self.config.max_concurrency:
@@ -415,6 +440,15 @@ class HttpApi:
                 "timing": {f.name: getattr(timing, f.name) for f in pb.StageTiming.DESCRIPTOR.fields},
             },
         )
+
+
+def _reported_names(boards: list[Board], model: str) -> tuple[str, ...] | None:
+    """The class names a board reports for ``model`` ("" = its default), None when none has."""
+    for board in boards:
+        for served in board.last_status.models if board.last_status else ():
+            if served.class_names and (served.name == model or (not model and served.default)):
+                return tuple(served.class_names)
+    return None
 
 
 def _counted(path: str) -> bool:

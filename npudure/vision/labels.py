@@ -88,6 +88,12 @@ def label(names: Sequence[str], class_id: int) -> str:
     return names[class_id] if 0 <= class_id < len(names) else ""
 
 
+def labelmap_text(names: Sequence[str]) -> str:
+    """Frigate's labelmap file for these names (its ``labelmap_path``), as its own files write it:
+    ``<id>  <name>`` per line; an unnamed id reads ``class<id>``."""
+    return "".join(f"{i}  {name or f'class{i}'}\n" for i, name in enumerate(names))
+
+
 def ultralytics_names(names: Sequence[str]) -> str:
     """``names`` as ultralytics writes it into ONNX metadata (``str`` of a dict)."""
     return str(dict(enumerate(names)))

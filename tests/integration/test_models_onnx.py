@@ -89,3 +89,18 @@ def test_http_custom_model_gets_that_models_labels(cluster) -> None:
             assert reply.json()["model"] == model
             labels |= {p["label"] for p in reply.json()["predictions"]}
         assert labels and labels <= LABELS[model]
+
+
+def test_http_labelmap_is_each_models_names_from_its_boards(cluster) -> None:
+    """Frigate's labelmap_path, fetched from the scheduler: the names the boards answer with."""
+    base = cluster.http_url.replace("/v1/vision/detection", "")
+    for model in ("general", "plates"):
+        reply = requests.get(f"{base}/v1/vision/labelmap/{model}", timeout=5)
+        assert reply.status_code == 200, reply.text
+        lines = reply.text.splitlines()
+        assert [line.split("  ")[0] for line in lines] == [str(i) for i in range(len(lines))]
+        assert {line.split("  ", 1)[1] for line in lines} == LABELS[model]
+    assert (
+        requests.get(f"{base}/v1/vision/labelmap", timeout=5).text
+        == requests.get(f"{base}/v1/vision/labelmap/general", timeout=5).text
+    )
