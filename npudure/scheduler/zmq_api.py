@@ -159,22 +159,22 @@ class ZmqApi:
         self, socket: zmq.asyncio.Socket, envelope: list[bytes], body: list[memoryview], received: float
     ) -> None:
         try:
-            answer, code = await self._answer(body, received)
+            reply, code = await self._answer(body, received)
         finally:
             self.active -= 1
         self._counters[code].inc()
-        await socket.send_multipart([*envelope, answer], copy=False)
+        await socket.send_multipart([*envelope, *reply], copy=False)
 
-    async def _answer(self, body: list[memoryview], received: float) -> tuple[bytes, str]:
-        """The reply frame and the request's outcome as a gRPC code name (for the requests counter)."""
+    async def _answer(self, body: list[memoryview], received: float) -> tuple[list[bytes], str]:
+        """The reply ([header, tensor]) and the request's outcome as a gRPC code name."""
         if len(body) != 2:
             self._log.warn("zmq: a request of %d frames; Frigate sends [header, tensor]", len(body))
-            return zmq_tensor.EMPTY_REPLY, "INVALID_ARGUMENT"
+            return _zeros("INVALID_ARGUMENT"), "INVALID_ARGUMENT"
         try:
             tensor = zmq_tensor.read_request(body[0], body[1])
         except zmq_tensor.TensorError as exc:
             self._log.warn("zmq: answered zeros: %s", exc)
-            return zmq_tensor.EMPTY_REPLY, "INVALID_ARGUMENT"
+            return _zeros("INVALID_ARGUMENT"), "INVALID_ARGUMENT"
         request = zmq_tensor.board_request(tensor, f"zmq-{uuid.uuid4().hex[:12]}")
         deadline = received + self.config.request_timeout_ms / 1000
         try:
@@ -182,17 +182,26 @@ class ZmqApi:
         except DispatchError as exc:
             if exc.code != grpc.StatusCode.DEADLINE_EXCEEDED:  # a late frame is Frigate's own timeout
                 self._log.warn("zmq: answered zeros: %s", exc)
-            return zmq_tensor.EMPTY_REPLY, exc.code.name
+            return _zeros(exc.code.name), exc.code.name
         except grpc.aio.AioRpcError as exc:
             self._log.warn("zmq: answered zeros: the board refused the frame: %s", exc.details())
-            return zmq_tensor.EMPTY_REPLY, exc.code().name
-        detections = pb.InferResponse.FromString(data).detections
-        return zmq_tensor.reply(detections, tensor.width, tensor.height), "OK"
+            return _zeros(exc.code().name), exc.code().name
+        response = pb.InferResponse.FromString(data)
+        # The scheduler's whole time for the frame, from its arrival on the socket (the dispatcher's
+        # figure starts at the forward).
+        response.timing.scheduler_total_us = round((time.monotonic() - received) * 1e6)
+        tensor_reply = zmq_tensor.reply(response.detections, tensor.width, tensor.height)
+        return [zmq_tensor.reply_header("OK", response), tensor_reply], "OK"
 
     def _refuse(self, socket: zmq.asyncio.Socket, envelope: list[bytes], code: str, why: str) -> None:
         self._counters[code].inc()
         self._log.warn("zmq: answered zeros: %s", why)
-        socket.send_multipart([*envelope, zmq_tensor.EMPTY_REPLY], copy=False)
+        socket.send_multipart([*envelope, *_zeros(code)], copy=False)
+
+
+def _zeros(code: str) -> list[bytes]:
+    """Frigate's "nothing found", with the reason in the header."""
+    return [zmq_tensor.reply_header(code), zmq_tensor.EMPTY_REPLY]
 
 
 def _split(parts: list[zmq.Frame]) -> tuple[list[bytes] | None, list[memoryview]]:

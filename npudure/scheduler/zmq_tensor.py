@@ -2,10 +2,13 @@
 
 Frigate (frigate/detectors/plugins/zmq_ipc.py) sends multipart ``[header, tensor]``: the header is JSON
 ``{"shape": [...], "dtype": "uint8" | "float32", "model_type": ...}`` and the tensor raw bytes in C order,
-shaped as the user's Frigate ``model:`` block says (nhwc or nchw, a batch of one or none). It reads back one
-frame of 20 x 6 float32 rows ``[class_id, score, y_min, x_min, y_max, x_max]``, normalised to the tensor,
-zeros for empty rows. The pixel format is not sent: the tensor is taken as RGB (``input_pixel_format:
-rgb`` in Frigate, docs/frigate-zmq.md).
+shaped as the user's Frigate ``model:`` block says (nhwc or nchw, a batch of one or none). It reads back
+20 x 6 float32 rows ``[class_id, score, y_min, x_min, y_max, x_max]``, normalised to the tensor, zeros
+for empty rows: one frame, or ``[header, tensor]`` whose JSON header gives ``shape`` and ``dtype`` (it
+reads no other key). We answer the second way, the header also saying what happened (``code``) and, when
+answered, which board and how long each stage took (what a benchmark of this path reads). The pixel
+format is not sent: the tensor is taken as RGB (``input_pixel_format: rgb`` in Frigate,
+docs/frigate-zmq.md).
 
 Everything here is pure (numpy only), so every malformed header or tensor is a unit test.
 """
@@ -120,6 +123,21 @@ def board_request(tensor: Tensor, request_id: str) -> bytes:
         width=tensor.width,
         height=tensor.height,
     ).SerializeToString()
+
+
+def reply_header(code: str, response: pb.InferResponse | None = None) -> bytes:
+    """The reply's JSON header: Frigate's shape and dtype, the outcome (a gRPC code name), and for an
+    answered frame the board, model, attempts and stage timing (microseconds) as the HTTP API gives them."""
+    header: dict[str, object] = {"shape": [ROWS, 6], "dtype": "float32", "code": code}
+    if response is not None:
+        header |= {
+            "node": response.node,
+            "model": response.model,
+            "emulated": response.emulated,
+            "attempts": response.attempts,
+            "timing": {f.name: getattr(response.timing, f.name) for f in pb.StageTiming.DESCRIPTOR.fields},
+        }
+    return json.dumps(header, separators=(",", ":")).encode()
 
 
 def reply(detections: Sequence[pb.Detection], width: int, height: int) -> bytes:

@@ -103,6 +103,34 @@ def test_garbage_gets_an_answer_and_harms_no_board(cluster) -> None:
     assert "zmq: answered zeros" in log and "Traceback" not in log
 
 
+def test_the_reply_header_names_the_board_and_its_timing_and_a_refusal_its_code(cluster) -> None:
+    """Read as raw frames (Frigate reads the header's shape and dtype only): what `bench --api zmq`
+    measures with."""
+    import zmq
+
+    context = zmq.Context()
+    socket = context.socket(zmq.REQ)
+    socket.setsockopt(zmq.RCVTIMEO, PATIENT_MS)
+    socket.setsockopt(zmq.LINGER, 0)
+    socket.connect(cluster.zmq_endpoint)
+    try:
+        picture = _picture()[None]
+        socket.send_multipart([_header(list(picture.shape)), picture.tobytes()])
+        header, rows = socket.recv_multipart()
+        answered = json.loads(header)
+        assert (answered["shape"], answered["dtype"], answered["code"]) == ([20, 6], "float32", "OK")
+        assert answered["node"] in {"board1", "board2"} and answered["attempts"] == 1
+        timing = answered["timing"]
+        assert timing["scheduler_total_us"] >= timing["board_total_us"] > 0
+        assert len(_found(np.frombuffer(rows, np.float32).reshape(20, 6))) >= 1
+        socket.send_multipart(GARBAGE["three frames"])
+        header, rows = socket.recv_multipart()
+        assert json.loads(header)["code"] == "INVALID_ARGUMENT" and not np.frombuffer(rows, np.float32).any()
+    finally:
+        socket.close(linger=0)
+        context.term()
+
+
 def test_a_100_mb_frame_is_cut_off_and_the_endpoint_serves_on(cluster) -> None:
     big = 100 * 1024 * 1024
     with FrigateDetector(cluster.zmq_endpoint, 1000) as detector:

@@ -95,3 +95,25 @@ def test_the_reply_is_20_rows_best_first_normalised_to_the_tensor() -> None:
 
 def test_no_detections_is_all_zeros() -> None:
     assert reply([], 320, 320) == zmq_tensor.EMPTY_REPLY == bytes(480)
+
+
+def test_the_reply_header_is_what_frigate_reads_plus_the_outcome() -> None:
+    """Frigate reads shape and dtype only; the rest (outcome, board, timing) is for the bench."""
+    refused = json.loads(zmq_tensor.reply_header("INVALID_ARGUMENT"))
+    assert refused == {"shape": [20, 6], "dtype": "float32", "code": "INVALID_ARGUMENT"}
+    assert np.frombuffer(zmq_tensor.EMPTY_REPLY, refused["dtype"]).reshape(refused["shape"]).any() == 0
+    response = pb.InferResponse(
+        node="board2",
+        model="yolov8n",
+        attempts=2,
+        timing=pb.StageTiming(board_total_us=9000, inference_us=7000),
+    )
+    answered = json.loads(zmq_tensor.reply_header("OK", response))
+    assert (answered["code"], answered["node"], answered["model"], answered["attempts"]) == (
+        "OK",
+        "board2",
+        "yolov8n",
+        2,
+    )
+    assert answered["timing"]["board_total_us"] == 9000 and answered["timing"]["inference_us"] == 7000
+    assert set(answered["timing"]) == {f.name for f in pb.StageTiming.DESCRIPTOR.fields}
