@@ -121,9 +121,15 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     target.add_argument(
         "--api",
-        choices=("grpc", "http"),
+        choices=("grpc", "http", "zmq"),
         default="grpc",
-        help="send frames over gRPC, or as JPEGs through the scheduler's DeepStack-compatible HTTP API",
+        help="send frames over gRPC, as JPEGs through the scheduler's DeepStack-compatible HTTP API, or "
+        "as raw tensors through its Frigate zmq endpoint (one REQ socket per frame in flight, as "
+        "Frigate's detectors)",
+    )
+    target.add_argument(
+        "--zmq-endpoint",
+        help="--api zmq: the endpoint (default tcp://TARGET-HOST:5555)",
     )
     target.add_argument(
         "--http-url",
@@ -165,6 +171,13 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     frames.add_argument(
         "--encoding", choices=("raw", "jpeg"), default="raw", help="raw RGB frames, or JPEG files"
+    )
+    frames.add_argument(
+        "--frame-size",
+        type=whole(32),
+        default=640,
+        help="side of the square synthetic frames (raw and jpeg) and --api zmq tensors; the board "
+        "letterboxes sizes that are not the model's (default 640; Frigate's models are often 320)",
     )
     frames.add_argument("--images", help="folder of images to send (centre-cropped, resized to 640x640)")
     frames.add_argument(
@@ -387,13 +400,17 @@ def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def _http_settings(args: argparse.Namespace) -> tuple[str, str | None]:
-    """BenchSettings' (api, http_url)."""
-    if args.api != "http":
-        return "grpc", None
-    from npudure.bench.http_load import default_url
+def _api_settings(args: argparse.Namespace) -> tuple[str, str | None, str | None]:
+    """BenchSettings' (api, http_url, zmq_endpoint)."""
+    if args.api == "http":
+        from npudure.bench.http_load import default_url
 
-    return "http", args.http_url or default_url(args.target)
+        return "http", args.http_url or default_url(args.target), None
+    if args.api == "zmq":
+        from npudure.bench.zmq_load import default_endpoint
+
+        return "zmq", None, args.zmq_endpoint or default_endpoint(args.target)
+    return "grpc", None, None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -416,7 +433,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"npudure bench: --out {args.out}: {problem}", file=sys.stderr)
         return EXIT_REFUSED
     _tune_malloc()
-    api, http_url = _http_settings(args)
+    api, http_url, zmq_endpoint = _api_settings(args)
     settings = BenchSettings(
         warmup_s=_default(args, "warmup"),
         duration_s=_default(args, "duration"),
@@ -427,22 +444,27 @@ def run(args: argparse.Namespace) -> int:
         direct_telemetry=not args.no_direct_telemetry,
         api=api,
         http_url=http_url,
+        zmq_endpoint=zmq_endpoint,
         max_steal_fraction=args.max_steal / 100,
     )
     try:
         count = args.frames if args.frames else (None if args.images else 16)
+        if args.api != "grpc" and (args.mode != "scheduler" or args.images):
+            print(
+                f"npudure bench: --api {args.api} goes through the scheduler: drop --mode/--images",
+                file=sys.stderr,
+            )
+            return EXIT_REFUSED
         if args.api == "http":
             from npudure.bench.http_load import http_frame_set, parse_size
 
-            if args.mode != "scheduler" or args.images:
-                print(
-                    "npudure bench: --api http goes through the scheduler: drop --mode/--images",
-                    file=sys.stderr,
-                )
-                return EXIT_REFUSED
             frames = http_frame_set(parse_size(args.http_image_size), count or 16, args.seed)
+        elif args.api == "zmq":
+            from npudure.bench.zmq_load import zmq_frame_set
+
+            frames = zmq_frame_set(args.frame_size, count or 16, args.seed)
         else:
-            frames = make_frame_set(args.encoding, count, args.seed, args.images)
+            frames = make_frame_set(args.encoding, count, args.seed, args.images, args.frame_size)
     except FrameSourceError as exc:
         print(f"npudure bench: {exc}", file=sys.stderr)
         return EXIT_REFUSED

@@ -45,8 +45,8 @@ class FrameSet:
         }
 
 
-def synthetic_frames(count: int, seed: int) -> list[np.ndarray]:
-    return [synthetic_frame(seed * 100_003 + i) for i in range(count)]
+def synthetic_frames(count: int, seed: int, side: int = INPUT_SIZE) -> list[np.ndarray]:
+    return [synthetic_frame(seed * 100_003 + i, side) for i in range(count)]
 
 
 def fit_640(image: object) -> np.ndarray:
@@ -94,23 +94,32 @@ def build_frame_set(frames: list[np.ndarray], encoding: str, source: str, jpeg_q
 
     requests, sizes = [], []
     for i, frame in enumerate(frames):
-        if frame.shape != FRAME_SHAPE or frame.dtype != np.uint8:
-            raise FrameSourceError(f"frame {i} is {frame.shape} {frame.dtype}; expected {FRAME_SHAPE} uint8")
+        if frame.ndim != 3 or frame.shape[2] != 3 or frame.dtype != np.uint8:
+            raise FrameSourceError(f"frame {i} is {frame.shape} {frame.dtype}; expected H x W x 3 uint8")
         payload = frame.tobytes() if encoding == "raw" else encode_jpeg(frame, jpeg_quality)
         msg = pb.InferRequest(request_id=f"bench-frame-{i}", encoding=ENCODINGS[encoding], frame=payload)
+        if encoding == "raw" and frame.shape != FRAME_SHAPE:  # sides for a raw frame not the model's size
+            msg.height, msg.width = frame.shape[:2]
         requests.append(msg.SerializeToString())
         sizes.append(len(payload))
     return FrameSet(tuple(requests), tuple(sizes), encoding, source)
 
 
 def make_frame_set(
-    encoding: str = "raw", count: int | None = 16, seed: int = 0, images: str | Path | None = None
+    encoding: str = "raw",
+    count: int | None = 16,
+    seed: int = 0,
+    images: str | Path | None = None,
+    side: int = INPUT_SIZE,
 ) -> FrameSet:
     """``count`` distinct frames from ``seed`` (or the first ``count`` images in ``images``, all when None),
-    serialized once."""
+    serialized once; synthetic ones ``side`` pixels square (the board letterboxes other sizes)."""
     if images:
         frames = image_frames(images, count)
         return build_frame_set(frames, encoding, f"images {Path(images)} ({len(frames)} files)")
     count = count or 16
-    frames = synthetic_frames(count, seed)
-    return build_frame_set(frames, encoding, f"synthetic frames, seed {seed} ({count} frames)")
+    if not 32 <= side <= 4096:
+        raise FrameSourceError(f"--frame-size {side}: a frame side is 32 to 4096 pixels")
+    frames = synthetic_frames(count, seed, side)
+    size = "" if side == INPUT_SIZE else f" {side}x{side}"
+    return build_frame_set(frames, encoding, f"synthetic{size} frames, seed {seed} ({count} frames)")

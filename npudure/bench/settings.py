@@ -25,9 +25,11 @@ class BenchSettings:
     board_up_wait_s: float = 15.0
     lease_ttl_s: float = DEFAULT_TTL_S
     open_loop_max_outstanding: int = 256
-    # "grpc", or "http": the DeepStack-compatible HTTP API at http_url (npudure/bench/http_load.py).
+    # "grpc"; "http": the DeepStack-compatible HTTP API at http_url (npudure/bench/http_load.py); "zmq":
+    # Frigate's zmq endpoint at zmq_endpoint (npudure/bench/zmq_load.py).
     api: str = "grpc"
     http_url: str | None = None
+    zmq_endpoint: str | None = None
     # A run is invalid (host_saturated) when the hypervisor stole more of the host's CPU than this;
     # recorded with the run. Raised only where the figures are not the point (a test of the plumbing).
     max_steal_fraction: float = HOST_MAX_STEAL_FRACTION

@@ -25,6 +25,12 @@ class ChosenTarget:
 
 
 def _scheduler_target(address: str, settings: BenchSettings) -> LoadTarget:
+    if settings.api == "zmq":
+        if not settings.zmq_endpoint:
+            raise ValueError("api zmq needs zmq_endpoint")
+        from npudure.bench.zmq_load import ZmqTarget
+
+        return ZmqTarget(settings.zmq_endpoint)
     if settings.api != "http":
         return Target(address, settings.harness_connections)
     if not settings.http_url:

@@ -133,6 +133,7 @@ def reply_header(code: str, response: pb.InferResponse | None = None) -> bytes:
         header |= {
             "node": response.node,
             "model": response.model,
+            "backend": response.backend,
             "emulated": response.emulated,
             "attempts": response.attempts,
             "timing": {f.name: getattr(response.timing, f.name) for f in pb.StageTiming.DESCRIPTOR.fields},
