@@ -180,6 +180,15 @@ def _common(p: argparse.ArgumentParser) -> None:
         "letterboxes sizes that are not the model's (default 640; Frigate's models are often 320)",
     )
     frames.add_argument("--images", help="folder of images to send (centre-cropped, resized to 640x640)")
+    models = frames.add_mutually_exclusive_group()
+    models.add_argument(
+        "--model", help="the model every frame names (InferRequest.model; default: the cluster's default)"
+    )
+    models.add_argument(
+        "--mix",
+        help="a mixed load over models, MODEL=WEIGHT pairs, e.g. general=3,plates=1: the frames name "
+        "them in that ratio and each run reports every model's throughput and tails",
+    )
     frames.add_argument(
         "--frames", type=whole(1), help="distinct frames (default 16 synthetic, or all --images)"
     )
@@ -465,6 +474,17 @@ def run(args: argparse.Namespace) -> int:
             frames = zmq_frame_set(args.frame_size, count or 16, args.seed)
         else:
             frames = make_frame_set(args.encoding, count, args.seed, args.images, args.frame_size)
+        if args.model or args.mix:
+            from npudure.bench.payloads import parse_mix, with_models
+
+            if args.api != "grpc":
+                print(
+                    f"npudure bench: --model/--mix name models over gRPC only; an --api {args.api} run "
+                    "sends every frame to the default model: drop --model/--mix or use --api grpc",
+                    file=sys.stderr,
+                )
+                return EXIT_REFUSED
+            frames = with_models(frames, parse_mix(args.mix or args.model))
     except FrameSourceError as exc:
         print(f"npudure bench: {exc}", file=sys.stderr)
         return EXIT_REFUSED

@@ -7,6 +7,7 @@ centre-cropped and resized to 640x640.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -123,3 +124,38 @@ def make_frame_set(
     frames = synthetic_frames(count, seed, side)
     size = "" if side == INPUT_SIZE else f" {side}x{side}"
     return build_frame_set(frames, encoding, f"synthetic{size} frames, seed {seed} ({count} frames)")
+
+
+def parse_mix(text: str) -> list[tuple[str, int]]:
+    """``general=3,plates=1`` (or a single ``general``) -> [(model, weight), ...]."""
+    mix: list[tuple[str, int]] = []
+    for part in text.split(","):
+        name, _, weight = part.strip().partition("=")
+        try:
+            count = int(weight) if weight else 1
+        except ValueError:
+            count = 0
+        if not name or count < 1 or count > 1000:
+            raise FrameSourceError(
+                f"--mix {text!r}: write MODEL=WEIGHT pairs with whole weights 1-1000, e.g. general=3,plates=1"
+            )
+        if name in dict(mix):
+            raise FrameSourceError(f"--mix {text!r}: model {name!r} is named twice")
+        mix.append((name, count))
+    return mix
+
+
+def with_models(frames: FrameSet, mix: list[tuple[str, int]]) -> FrameSet:
+    """The frames naming their model (``InferRequest.model``) in the mix's proportions: request k names
+    the k-th model of the weighted pattern, over a cycle that holds every frame and the exact ratio."""
+    pattern = [name for name, weight in mix for _ in range(weight)]
+    n = len(frames.requests)
+    length = n * len(pattern) // math.gcd(n, len(pattern))
+    requests, sizes = [], []
+    for k in range(length):
+        request = pb.InferRequest.FromString(frames.requests[k % n])
+        request.model = pattern[k % len(pattern)]
+        requests.append(request.SerializeToString())
+        sizes.append(frames.frame_bytes[k % n])
+    named = ", ".join(f"{name} x{weight}" for name, weight in mix)
+    return FrameSet(tuple(requests), tuple(sizes), frames.encoding, f"{frames.source}; models {named}")

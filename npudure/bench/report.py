@@ -68,6 +68,28 @@ def _telemetry_md(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _models_md(summary: dict[str, Any]) -> list[str]:
+    """Per run, each model's share of a mixed load (--mix); nothing when no run served two models."""
+    rows = [
+        [
+            r["run_id"],
+            name,
+            m["samples_ok"],
+            fmt.f(m["share"], ".1%"),
+            fmt.f(m["throughput_inf_per_s"]),
+            fmt.f(m["latency_p50_ms"]),
+            fmt.f(m["latency_p99_ms"]),
+        ]
+        for r in summary["runs"]
+        if len(r.get("models") or {}) > 1
+        for name, m in r["models"].items()
+    ]
+    if not rows:
+        return []
+    headers = ["run", "model", "answered", "share", "inf/s", "p50 ms", "p99 ms"]
+    return ["## Models of the mixed load", "", fmt.table(headers, rows), ""]
+
+
 def write_report(
     folder: Path, summary: dict[str, Any], runs: Sequence[Any], manifest: dict[str, Any]
 ) -> None:
@@ -110,6 +132,7 @@ def write_report(
         lines.append("")
     for name, agg in summary["experiments"].items():
         lines += experiments.get(agg["kind"]).markdown(name, agg)
+    lines += _models_md(summary)
     lines += _telemetry_md(summary)
     lines += [
         "## Files",

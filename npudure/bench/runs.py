@@ -41,6 +41,16 @@ class RunData:
     def latencies_ms(self) -> np.ndarray:
         return self.samples.latency_ms[self.measured_ok()]
 
+    def model_latencies_ms(self) -> dict[str, np.ndarray]:
+        """Per model that answered (by the name in its replies); empty when no reply named one."""
+        mask = self.measured_ok()
+        lat = self.samples.latency_ms
+        return {
+            name: lat[mask & (self.samples.model_idx == i)]
+            for i, name in enumerate(self.samples.model_names)
+            if name
+        }
+
     def board_latencies_ms(self) -> dict[str, np.ndarray]:
         mask = self.measured_ok()
         lat = self.samples.latency_ms
@@ -128,6 +138,16 @@ def summarize_run(run: RunData) -> dict[str, Any]:
             "latency_p50_ms": st["p50"],
             "latency_p99_ms": st["p99"],
         }
+    models: dict[str, Any] = {}
+    for name, lat in run.model_latencies_ms().items():
+        st = stats.latency_stats(lat)
+        models[name] = {
+            "samples_ok": int(lat.size),
+            "share": lat.size / n_ok if n_ok else None,
+            "throughput_inf_per_s": lat.size / span if span > 0 else None,
+            "latency_p50_ms": st["p50"],
+            "latency_p99_ms": st["p99"],
+        }
     sched_total = s.stage_us[:, STAGES.index("scheduler_total_us")].astype(np.float64) / 1e3
     via_sched = ok & (sched_total > 0)
     client_overhead = (
@@ -178,6 +198,7 @@ def summarize_run(run: RunData) -> dict[str, Any]:
         ),
         "latency_ms": stats.latency_stats(s.latency_ms[ok]),
         "boards": boards,
+        "models": models,
         "stages_mean_ms": _stage_means_ms(s, ok),
         "client_to_scheduler_overhead_mean_ms": client_overhead,
         "retried_fraction": float((s.attempts[ok] > 1).mean()) if n_ok else None,

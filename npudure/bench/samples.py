@@ -30,7 +30,10 @@ COLUMNS: dict[str, str] = {
     "attempts": "attempts",
     "emulated": "emulated",
     "backend_idx": "backend_idx",
+    "model_idx": "model_idx",
 }
+# Columns a result folder from an older npudure may lack: filled in by Samples itself.
+OPTIONAL_COLUMNS = {"model_idx"}
 
 
 @dataclass
@@ -46,6 +49,14 @@ class Samples:
     stage_us: np.ndarray  # (n, len(STAGES)) uint64
     node_names: list[str] = field(default_factory=list)
     backend_names: list[str] = field(default_factory=list)
+    # int16 index into model_names of the model that answered (-1 = no response); results written
+    # before boards served several models have none (all -1).
+    model_idx: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int16))
+    model_names: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.model_idx.size != self.sent_s.size:  # not recorded: no model known for any sample
+            self.model_idx = np.full(self.sent_s.size, -1, dtype=np.int16)
 
     def __len__(self) -> int:
         return int(self.sent_s.size)
@@ -70,6 +81,7 @@ class Samples:
             path,
             node_names=np.array(self.node_names, dtype=str),
             backend_names=np.array(self.backend_names, dtype=str),
+            model_names=np.array(self.model_names, dtype=str),
             allow_pickle=False,  # plain numeric and string columns
             **columns,
             **stage_cols,
@@ -85,10 +97,11 @@ class Samples:
                 if key in z:
                     stages[:, i] = z[key]
             return cls(
-                **{name: z[key] for name, key in COLUMNS.items()},
+                **{name: z[key] for name, key in COLUMNS.items() if key in z or name not in OPTIONAL_COLUMNS},
                 stage_us=stages,
                 node_names=[str(s) for s in z["node_names"]],
                 backend_names=[str(s) for s in z["backend_names"]],
+                model_names=[str(s) for s in z["model_names"]] if "model_names" in z else [],
             )
 
 
@@ -103,17 +116,20 @@ def from_raw(
     n = len(sent)
     node_idx = np.full(n, -1, dtype=np.int16)
     backend_idx = np.full(n, -1, dtype=np.int16)
+    model_idx = np.full(n, -1, dtype=np.int16)
     attempts = np.zeros(n, dtype=np.uint8)
     emulated = np.zeros(n, dtype=bool)
     stage_us = np.zeros((n, len(STAGES)), dtype=np.uint64)
     nodes: dict[str, int] = {}
     backends: dict[str, int] = {}
+    models: dict[str, int] = {}
     for i, raw in enumerate(responses):
         if raw is None:
             continue
         resp = pb.InferResponse.FromString(raw)
         node_idx[i] = nodes.setdefault(resp.node, len(nodes))
         backend_idx[i] = backends.setdefault(resp.backend, len(backends))
+        model_idx[i] = models.setdefault(resp.model, len(models))
         attempts[i] = min(resp.attempts, 255)
         emulated[i] = resp.emulated
         # The client's own two stages (network back to the client, end to end) come from our call time.
@@ -131,4 +147,6 @@ def from_raw(
         stage_us=stage_us,
         node_names=list(nodes),
         backend_names=list(backends),
+        model_idx=model_idx,
+        model_names=list(models),
     )

@@ -23,10 +23,18 @@ def run_line(s: dict[str, Any]) -> str:
         status += " (expected_reboot, noted)"
     via = s.get("via", "scheduler")
     load += "" if via == "scheduler" else f" {via}"
-    return (
+    line = (
         f"{s['run_id']:<34} {s['n_boards']} boards {load:<7}{cap} {f(s['throughput_inf_per_s'])} inf/s  "
         f"p50 {f(lat['p50'])} p99 {f(lat['p99'])} ms  n={s['samples_ok']}  {status}"
     )
+    models = s.get("models") or {}
+    if len(models) > 1:  # a mixed load: each model's share of it
+        line += "".join(
+            f"\n    model {name}: {f(m['throughput_inf_per_s'])} inf/s  p50 {f(m['latency_p50_ms'])} "
+            f"p99 {f(m['latency_p99_ms'])} ms  n={m['samples_ok']}"
+            for name, m in models.items()
+        )
+    return line
 
 
 def summary_text(summary: dict[str, Any], folder: Path) -> str:

@@ -28,14 +28,32 @@ def test_every_samples_field_is_saved_and_loaded_through_one_column_map(tmp_path
     from npudure.bench.samples import COLUMNS, Samples
 
     # Every per-request field but the stage matrix goes through COLUMNS, so save and load cannot drift.
-    per_request = {f.name for f in dataclasses.fields(Samples)} - {"stage_us", "node_names", "backend_names"}
+    names = {"stage_us", "node_names", "backend_names", "model_names"}
+    per_request = {f.name for f in dataclasses.fields(Samples)} - names
     assert set(COLUMNS) == per_request
-    reply = pb.InferResponse(node="board2", backend="sim", emulated=True, attempts=2).SerializeToString()
+    reply = pb.InferResponse(
+        node="board2", backend="sim", emulated=True, attempts=2, model="plates"
+    ).SerializeToString()
     samples = from_raw([0.5, 0.6], [0.5, 0.7], [0.9, 1.1], [0, 14], [reply, None])
     samples.save(tmp_path / "s.npz")
     back = Samples.load(tmp_path / "s.npz")
     for name in per_request | {"stage_us"}:
         assert np.array_equal(getattr(back, name), getattr(samples, name)), name
-    assert (back.node_names, back.backend_names) == (["board2"], ["sim"])
+    assert (back.node_names, back.backend_names, back.model_names) == (["board2"], ["sim"], ["plates"])
+    assert back.model_idx.tolist() == [0, -1]
     with np.load(tmp_path / "s.npz") as z:
         assert "intended_send_s" in z  # the file's own column name, unchanged
+
+
+def test_a_result_folder_from_before_models_loads_with_no_model_known(tmp_path) -> None:
+    import numpy as np
+
+    from npudure.bench.samples import Samples
+
+    samples = from_raw([0.5], [0.5], [0.9], [0], [pb.InferResponse(node="b1").SerializeToString()])
+    samples.save(tmp_path / "s.npz")
+    with np.load(tmp_path / "s.npz") as z:
+        older = {k: z[k] for k in z.files if k not in ("model_idx", "model_names")}
+    np.savez_compressed(tmp_path / "old.npz", **older)
+    back = Samples.load(tmp_path / "old.npz")
+    assert back.model_idx.tolist() == [-1] and back.model_names == []
