@@ -22,7 +22,8 @@ def create_backend(config: AgentConfig, contexts: int | None = None) -> Backend:
         from npudure.backends.sim import SimBackend
 
         memory.check(count, memory.SIM_CONTEXT_BYTES, "the sim's stated figure")
-        return SimBackend(count, config.sim, npu_cores=config.npu_cores)
+        # Named by its board: the board's models share one emulated NPU, as they share the real one.
+        return SimBackend(count, config.sim, npu_cores=config.npu_cores, board=config.node_name)
     if config.backend == "onnx":
         from npudure.backends.onnx import OnnxBackend
 

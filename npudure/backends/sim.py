@@ -94,7 +94,7 @@ def cap_factor(cap_mhz: int | None) -> float:
 class _SimContext(Context):
     def __init__(self, backend: SimBackend, index: int) -> None:
         self._backend = backend
-        self._rng = np.random.default_rng(backend.config.seed * 1000 + index)
+        self._rng = np.random.default_rng(backend.config.seed * 1000 + backend.npu.next_context())
         self._input: np.ndarray | None = None
         self.hung = False
 
@@ -137,12 +137,20 @@ class SimBackend(Backend):
     name = "sim"
     emulated = True
 
-    def __init__(self, contexts: int, config: SimConfig, npu_cores: int = sim_npu.CALIBRATED_CORES) -> None:
+    def __init__(
+        self,
+        contexts: int,
+        config: SimConfig,
+        npu_cores: int = sim_npu.CALIBRATED_CORES,
+        board: str | None = None,
+    ) -> None:
         self.config = config
         self.npu_cores = npu_cores
-        # Shared by every context of this board, and by those made to replace hung ones.
-        self.submission = sim_npu.SharedServer(1)
-        self.cores = sim_npu.SharedServer(npu_cores)
+        # The board's NPU, shared by every context of every model on ``board`` (and by those made to
+        # replace hung ones); a backend without a board name has an NPU of its own.
+        self.npu = sim_npu.board_npu(board, npu_cores) if board else sim_npu.BoardNpu(npu_cores)
+        self.submission = self.npu.submission
+        self.cores = self.npu.cores
         self._cap = config.cpu_cap_mhz
         self._lock = threading.Lock()
         self._model_s_total = 0.0

@@ -28,6 +28,7 @@ import itertools
 import math
 import threading
 import time
+import weakref
 
 # Fitted (seconds of work at time scale 1, no CPU cap). Model vs reference: 0.237 / 0.453 / 0.763 /
 # 1.0 (+3.7% / -8.8% / +6.2%), 1.51x one core against two, 161.4 inf/s at 8 contexts; 176 at most.
@@ -145,3 +146,35 @@ class SharedServer:
                 if job in fluid.finished_at:
                     return fluid.finished_at.pop(job) - start
                 self._cond.wait(fluid.left[job] / fluid.rate())
+
+
+class BoardNpu:
+    """One board's NPU: its one submission path and its cores, shared by every context of every model
+    the board serves (two models' pools share one NPU; they do not each get their own)."""
+
+    def __init__(self, cores: int) -> None:
+        self.cores_count = cores
+        self.submission = SharedServer(1)
+        self.cores = SharedServer(cores)
+        self._contexts = itertools.count()
+
+    def next_context(self) -> int:
+        """A number for a new context, unique on the board: each context's jitter its own, also across
+        models (with per-model numbers two models' contexts drew the same times and never mixed)."""
+        return next(self._contexts)
+
+
+# The NPU of each board in this process, by board name: an agent's models (and the self-test's spare
+# backend) find their board's; agents started in one process (tests) keep their own. Held by the
+# backends that use it, so a board's NPU goes with its last backend.
+_BOARDS: weakref.WeakValueDictionary[str, BoardNpu] = weakref.WeakValueDictionary()
+_BOARDS_LOCK = threading.Lock()
+
+
+def board_npu(board: str, cores: int) -> BoardNpu:
+    """The NPU of board ``board`` (made with ``cores`` cores when it has none yet)."""
+    with _BOARDS_LOCK:
+        npu = _BOARDS.get(board)
+        if npu is None or npu.cores_count != cores:
+            npu = _BOARDS[board] = BoardNpu(cores)
+        return npu

@@ -44,3 +44,34 @@ def test_threads_serve_the_closed_form(contexts: int, cores: int) -> None:
     assert lag < 0.05, f"the host was too busy to emulate (lag {lag:.0%}): nothing measured"
     # From a simultaneous start the contexts need ~100 frames to mix: 12% covers that transient.
     assert got == pytest.approx(model, rel=0.12), f"{contexts} contexts on {cores} cores"
+
+
+def test_two_models_on_one_board_share_its_npu() -> None:
+    """Each model has its own contexts, but a board has one NPU: two models' pools together serve what
+    that many contexts serve on one NPU, not twice one model's figure (the emulator once gave each
+    model an NPU of its own, and a two-model shelf looked 1.7x faster than a one-model one)."""
+    from npudure.backends import sim_npu
+
+    models = [SimBackend(4, SimConfig(time_scale=TIME_SCALE), npu_cores=2, board="board-a") for _ in range(2)]
+    contexts = [ctx for backend in models for ctx in backend.contexts]
+    counts = [0] * len(contexts)
+    stop = time.perf_counter() + SECONDS
+
+    def worker(i: int) -> None:
+        while time.perf_counter() < stop:
+            contexts[i].run(FRAME)
+            counts[i] += 1
+
+    start = time.perf_counter()
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(contexts))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    got = sum(counts) / (time.perf_counter() - start)
+    totals = [b.emulation_totals() or (1.0, 1.0) for b in models]
+    lag = sum(a for _, a in totals) / sum(m for m, _ in totals) - 1
+    assert lag < 0.05, f"the host was too busy to emulate (lag {lag:.0%}): nothing measured"
+    one_npu = sim_npu.throughput_inf_s(8, 2, TIME_SCALE)
+    assert got == pytest.approx(one_npu, rel=0.12), "8 contexts of two models on one NPU"
+    assert got < 0.8 * 2 * sim_npu.throughput_inf_s(4, 2, TIME_SCALE)  # not two NPUs' worth

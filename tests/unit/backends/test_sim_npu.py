@@ -109,3 +109,15 @@ def test_fluid_share_with_two_units_serves_two_jobs_at_full_speed() -> None:
 def test_shared_server_returns_the_model_time_of_a_lone_job() -> None:
     server = sim_npu.SharedServer(1)
     assert server.serve(0.01) == pytest.approx(0.01, abs=1e-6)
+
+
+def test_a_boards_models_share_its_npu_and_boards_keep_their_own() -> None:
+    from npudure.backends.sim import SimBackend
+    from npudure.config import SimConfig
+
+    general = SimBackend(2, SimConfig(), npu_cores=2, board="b1")
+    plates = SimBackend(2, SimConfig(), npu_cores=2, board="b1")
+    other = SimBackend(2, SimConfig(), npu_cores=2, board="b2")
+    alone = SimBackend(2, SimConfig(), npu_cores=2)
+    assert general.npu is plates.npu and general.cores is plates.cores
+    assert other.npu is not general.npu and alone.npu is not general.npu
