@@ -29,8 +29,10 @@ import contextlib
 import itertools
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from npudure.client.central import Central
 from npudure.client.opening import ClosedOnFailure, Unreachable
@@ -45,7 +47,7 @@ from npudure.client.routes import (
     fetch_route_on,
 )
 from npudure.config import TlsConfig
-from npudure.proto import contract
+from npudure.proto import contract, wire
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
@@ -115,7 +117,10 @@ class ProxylessTarget(ClosedOnFailure):
         self._table: RouteTable[grpc.aio.Channel] = RouteTable(
             self._open_channels, follow=fixed_route is None
         )
-        self._calls: list[grpc.aio.UnaryUnaryMultiCallable] = []
+        # Per target of the route (all boards, then each model's boards): its calls.
+        self._calls: dict[str, list[grpc.aio.UnaryUnaryMultiCallable]] = {}
+        # A payload's target and the bytes to send (its model named when it named none), per payload.
+        self._routed: dict[bytes, tuple[str, bytes]] = {}
         self._rr = itertools.count()
         self._control: grpc.aio.Channel | None = None
         self._refresher: asyncio.Task[None] | None = None
@@ -129,13 +134,21 @@ class ProxylessTarget(ClosedOnFailure):
         return self._table.changes
 
     def _open_channels(self, route: RouteInfo) -> list[grpc.aio.Channel]:
+        """``connections`` channels to each of the route's targets, target by target."""
         return [
-            aio_board_channel(route, self.tls, self.options, self.from_env) for _ in range(self.connections)
+            aio_board_channel(replace(route, target=target), self.tls, self.options, self.from_env)
+            for target in route.targets
+            for _ in range(self.connections)
         ]
 
     def _install(self, route: RouteInfo) -> None:
         if self._table.offer(route):
-            self._calls = [c.unary_unary(contract.INFER_METHOD) for c in self._table.channels]
+            channels = iter(self._table.channels)
+            self._calls = {
+                target: [next(channels).unary_unary(contract.INFER_METHOD) for _ in range(self.connections)]
+                for target in route.targets
+            }
+            self._routed = {}
 
     async def _connect(self, ready_timeout_s: float) -> None:
         try:
@@ -167,15 +180,31 @@ class ProxylessTarget(ClosedOnFailure):
                 await channel.close()
 
     def infer(self, payload: bytes, timeout_s: float) -> grpc.aio.UnaryUnaryCall:
-        call = self._calls[next(self._rr) % len(self._calls)]
-        return call(payload, timeout=timeout_s)
+        routed = self._routed.get(payload)
+        if routed is None:
+            routed = self._routed[payload] = self._route_payload(payload)
+        target, data = routed
+        calls = self._calls[target]
+        return calls[next(self._rr) % len(calls)](data, timeout=timeout_s)
+
+    def _route_payload(self, payload: bytes) -> tuple[str, bytes]:
+        route = self._table.route
+        assert route is not None, "ProxylessTarget not open"
+        if not route.models:
+            return route.target, payload
+        try:
+            model = wire.parse(payload).model
+        except DecodeError:  # not a request: every board, which answer INVALID_ARGUMENT
+            return route.target, payload
+        target, name = route.target_for(model)
+        return target, payload if name == model else payload + wire.model_field(name)
 
     async def close(self) -> None:
         refresher, self._refresher = self._refresher, None
         if refresher is not None:
             refresher.cancel()
             await asyncio.gather(refresher, return_exceptions=True)
-        self._calls = []
+        self._calls, self._routed = {}, {}
         for channel in self._table.drain():
             await channel.close()
         control, self._control = self._control, None
@@ -203,6 +232,7 @@ class Proxyless:
         self._lock = threading.Lock()
         self._table: RouteTable[grpc.Channel] = RouteTable(self._open_channels)
         self._stub: rpc.InferenceStub | None = None
+        self._stubs: dict[str, rpc.InferenceStub] = {}  # per target of the route
         self._control: grpc.Channel | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -233,12 +263,17 @@ class Proxyless:
         return route
 
     def _open_channels(self, route: RouteInfo) -> list[grpc.Channel]:
-        return [security.channel(route.target, channel_options(route, self.options))]
+        """One channel to each of the route's targets: all the boards, then each model's own."""
+        return [security.channel(target, channel_options(route, self.options)) for target in route.targets]
 
     def _install(self, route: RouteInfo) -> None:
         with self._lock:
             if self._table.offer(route):
-                self._stub = rpc.InferenceStub(self._table.channels[0])
+                self._stubs = {
+                    target: rpc.InferenceStub(channel)
+                    for target, channel in zip(route.targets, self._table.channels, strict=True)
+                }
+                self._stub = self._stubs[route.target]
 
     @property
     def stub(self) -> rpc.InferenceStub:
@@ -251,7 +286,18 @@ class Proxyless:
             return self._stub
 
     def infer(self, request: pb.InferRequest, timeout: float | None = None) -> pb.InferResponse:
-        return self.stub.Infer(request, timeout=timeout)
+        """Straight to a board that holds the request's model (the route's default when it names none)."""
+        with self._lock:
+            route, stubs = self._table.route, self._stubs
+        if route is None or not route.models:
+            return self.stub.Infer(request, timeout=timeout)
+        target, name = route.target_for(request.model)
+        if name != request.model:
+            named = pb.InferRequest()
+            named.CopyFrom(request)
+            named.model = name
+            request = named
+        return stubs[target].Infer(request, timeout=timeout)
 
     def _refresh_loop(self, control: grpc.Channel) -> None:
         while not self._stop.wait(self._table.refresh_interval_s):
@@ -270,7 +316,7 @@ class Proxyless:
         if thread is not None:
             thread.join(5)
         with self._lock:
-            held, self._stub = self._table.drain(), None
+            held, self._stub, self._stubs = self._table.drain(), None, {}
         for channel in held:
             with contextlib.suppress(Exception):
                 channel.close()

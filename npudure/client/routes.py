@@ -50,6 +50,10 @@ class RouteInfo:
     tls: bool
     max_message_bytes: int
     refresh_interval_s: float
+    # (model, a target naming only the boards that hold it), the cluster's default first; empty when
+    # the boards report no models (older agents): then every board serves every request.
+    models: tuple[tuple[str, str], ...] = ()
+    default_model: str = ""
 
     @classmethod
     def from_proto(cls, route: pb.Route) -> RouteInfo:
@@ -63,11 +67,29 @@ class RouteInfo:
             route.tls,
             route.max_message_bytes or 4 << 20,
             route.refresh_interval_s or 1.0,
+            tuple((m.name, m.target) for m in route.models if m.target),
+            next((m.name for m in route.models if m.default), ""),
         )
 
     @property
     def board_names(self) -> list[str]:
         return [name for name, _ in self.boards]
+
+    @property
+    def targets(self) -> list[str]:
+        """Every target a client opens a channel to: all the boards, then each model's own set."""
+        return list(dict.fromkeys([self.target, *(target for _, target in self.models)]))
+
+    def target_for(self, model: str) -> tuple[str, str]:
+        """(where a request naming ``model`` goes, the model name to send it with). A placed model goes
+        to its own boards; a request naming none goes to the default model's boards, naming it (a
+        board whose own default is another model would answer with that one); a model the route does
+        not place goes to every board, which answer NOT_FOUND with what they serve."""
+        name = model or self.default_model
+        for placed, target in self.models:
+            if placed == name:
+                return target, name
+        return self.target, model
 
 
 def channel_options(route: RouteInfo, extra: Sequence[tuple[str, object]] = ()) -> list[tuple[str, object]]:

@@ -109,3 +109,40 @@ def test_http_lists_both_models_and_serves_each_by_name(cluster: LocalCluster) -
     assert default.status_code == 200 and default.json()["model"] == "general"
     missing = post(f"{base}/v1/vision/custom/faces", files={"image": jpeg(synthetic_frame(1, 64))})
     assert missing.status_code == 404 and "'general', 'plates'" in missing.json()["error"]
+
+
+def test_proxyless_clients_follow_each_models_boards(cluster: LocalCluster) -> None:
+    """Straight to the boards (Route.models): a model's frames reach only its holders, and a frame
+    naming none reaches the default's holders named so (board3's own default is plates, so sent
+    unnamed to board3 it would come back from plates)."""
+    import npudure
+
+    with npudure.connect(cluster.address) as client:
+        assert dict(client.route.models) and client.route.default_model == "general"
+        for model, holders in (("plates", HOLDERS["plates"]), ("", HOLDERS["general"])):
+            seen = set()
+            for i in range(12):
+                frame = synthetic_frame(i).tobytes()
+                request = pb.InferRequest(encoding=pb.ENCODING_RAW_RGB, frame=frame, model=model)
+                reply = client.infer(request, timeout=30)
+                assert reply.model == (model or "general"), (model, reply.node)
+                seen.add(reply.node)
+            assert seen <= holders, (model, seen)
+
+
+async def test_the_benchs_proxyless_target_follows_each_models_boards(cluster: LocalCluster) -> None:
+    from npudure.client.proxyless import ProxylessTarget
+
+    target = ProxylessTarget(cluster.address, connections=1, from_env=False)
+    await target.open()
+    try:
+        for model, holders in (("plates", HOLDERS["plates"]), ("", HOLDERS["general"])):
+            frame = synthetic_frame(3).tobytes()
+            payload = pb.InferRequest(
+                encoding=pb.ENCODING_RAW_RGB, frame=frame, model=model
+            ).SerializeToString()
+            for _ in range(8):
+                reply = pb.InferResponse.FromString(await target.infer(payload, 30.0))
+                assert reply.model == (model or "general") and reply.node in holders, (model, reply.node)
+    finally:
+        await target.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from npudure.client.routes import RouteError, RouteInfo, RouteTable
+from npudure.proto import inference_pb2 as pb
 
 
 def _route(version: str, *boards: str) -> RouteInfo:
@@ -80,3 +81,27 @@ def test_drain_hands_back_current_and_retiring_channels() -> None:
     table.offer(_route("v2", "b"))
     assert sorted(table.drain()) == ["v1/0", "v1/1", "v2/0", "v2/1"]
     assert table.channels == [] and table.drain() == []
+
+
+def test_a_route_with_models_sends_each_to_its_boards_and_the_unnamed_to_the_default() -> None:
+    route = RouteInfo.from_proto(
+        pb.Route(
+            target="ipv4:10.0.0.1:1,10.0.0.2:1,10.0.0.3:1",
+            models=[
+                pb.RouteModel(name="general", default=True, target="ipv4:10.0.0.1:1,10.0.0.2:1"),
+                pb.RouteModel(name="plates", target="ipv4:10.0.0.1:1,10.0.0.3:1"),
+                pb.RouteModel(name="faces", target=""),  # no holder in rotation: every board answers
+            ],
+        )
+    )
+    assert route.default_model == "general"
+    assert route.targets == [route.target, "ipv4:10.0.0.1:1,10.0.0.2:1", "ipv4:10.0.0.1:1,10.0.0.3:1"]
+    assert route.target_for("plates") == ("ipv4:10.0.0.1:1,10.0.0.3:1", "plates")
+    assert route.target_for("") == ("ipv4:10.0.0.1:1,10.0.0.2:1", "general")  # named, for board3's sake
+    assert route.target_for("faces") == (route.target, "faces")  # boards answer NOT_FOUND with the list
+
+
+def test_a_route_without_models_sends_everything_everywhere() -> None:
+    route = RouteInfo.from_proto(pb.Route(target="ipv4:10.0.0.1:1"))
+    assert route.targets == [route.target] and route.target_for("") == (route.target, "")
+    assert route.target_for("plates") == (route.target, "plates")

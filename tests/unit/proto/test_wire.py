@@ -111,3 +111,13 @@ def test_malformed_messages_raise_decode_error(data: bytes) -> None:
 def test_the_model_name_is_read() -> None:
     data = pb.InferRequest(request_id="r", frame=b"x", model="plates").SerializeToString()
     assert wire.parse(data).model == "plates"
+
+
+def test_a_model_field_appended_names_the_model_without_a_new_message() -> None:
+    from npudure.proto.wire import model_field, parse
+
+    frame = bytes(range(256)) * 10
+    request = pb.InferRequest(request_id="r", encoding=pb.ENCODING_RAW_RGB, frame=frame, model="general")
+    data = request.SerializeToString() + model_field("plates-" + "x" * 200)  # a length of two varint bytes
+    assert parse(data).model == pb.InferRequest.FromString(data).model == "plates-" + "x" * 200
+    assert bytes(parse(data).frame) == frame
