@@ -286,8 +286,18 @@ class ZmqApiConfig(_Strict):
     request_timeout_ms: int = Field(200, ge=1, le=600_000)
     # Frames worked on at once; beyond it a frame is answered with zeros at once (Frigate: empty).
     max_concurrency: int = Field(256, ge=1, le=100_000)
+    # One more endpoint per model, on the same host: {model: port}. Frigate's zmq detector names no
+    # model, so a Frigate detector picks one by its endpoint; the main port serves the default model.
+    models: dict[ModelName, Port] = Field(default_factory=dict, max_length=32)
 
     _addr = field_validator("listen")(classmethod(lambda cls, v: v if v is None else _check_address(v)))
+
+    @model_validator(mode="after")
+    def _ports_differ(self) -> ZmqApiConfig:
+        ports = [p for p in (self.port, *self.models.values()) if p]  # 0: any free port, each its own
+        if len(set(ports)) != len(ports):
+            raise ValueError(f"zmq_api: each model needs a port of its own, apart from port {self.port}")
+        return self
 
 
 class BoardConfig(_Strict):

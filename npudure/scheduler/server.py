@@ -331,7 +331,7 @@ async def _start_http_api(scheduler: Scheduler, reuse_port: bool) -> http_api.Ht
     return await http_api.start(scheduler, reuse_port)
 
 
-async def _start_zmq_api(scheduler: Scheduler, handing_over: bool) -> zmq_api.ZmqApi | None:
+async def _start_zmq_api(scheduler: Scheduler, handing_over: bool) -> zmq_api.ZmqEndpoints | None:
     """Frigate's zmq endpoint, when configured (pyzmq imported only then). A successor waits for its
     predecessor to let the port go: libzmq cannot share a port (no SO_REUSEPORT)."""
     if scheduler.config.zmq_api is None:
@@ -342,12 +342,12 @@ async def _start_zmq_api(scheduler: Scheduler, handing_over: bool) -> zmq_api.Zm
     return await zmq_api.start(scheduler, wait_s)
 
 
-def _log_zmq_failure(task: asyncio.Task[zmq_api.ZmqApi | None]) -> None:
+def _log_zmq_failure(task: asyncio.Task[zmq_api.ZmqEndpoints | None]) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.error("%s", task.exception())
 
 
-async def _started(task: asyncio.Task[zmq_api.ZmqApi | None]) -> zmq_api.ZmqApi | None:
+async def _started(task: asyncio.Task[zmq_api.ZmqEndpoints | None]) -> zmq_api.ZmqEndpoints | None:
     """The zmq endpoint if it started; a start still waiting for the port is given up."""
     if not task.done():
         task.cancel()

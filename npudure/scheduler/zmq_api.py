@@ -66,19 +66,24 @@ def netlink_allowed() -> bool:
     return True
 
 
-def zmq_endpoint(scheduler: SchedulerConfig, api: ZmqApiConfig) -> str:
-    """``tcp://HOST:PORT`` this endpoint binds (``listen`` or the scheduler's listen host at ``port``)."""
+def zmq_endpoint(scheduler: SchedulerConfig, api: ZmqApiConfig, model: str = "") -> str:
+    """``tcp://HOST:PORT`` an endpoint binds: ``listen`` (or the scheduler's listen host at ``port``);
+    a model's own endpoint is on the same host at that model's port (``models``)."""
     if api.listen:
         host, _, port = api.listen.rpartition(":")
-        return f"tcp://{host}:{port}"
-    return f"tcp://{scheduler.listen.rpartition(':')[0]}:{api.port}"
+    else:
+        host, port = scheduler.listen.rpartition(":")[0], str(api.port)
+    return f"tcp://{host}:{api.models[model] if model else port}"
 
 
 class ZmqApi:
-    def __init__(self, scheduler: Scheduler, config: ZmqApiConfig) -> None:
+    """One ROUTER socket; its frames go to ``model`` ("" = the cluster's default)."""
+
+    def __init__(self, scheduler: Scheduler, config: ZmqApiConfig, model: str = "") -> None:
         self.scheduler = scheduler
         self.config = config
-        self.endpoint = zmq_endpoint(scheduler.config, config)
+        self.model = model
+        self.endpoint = zmq_endpoint(scheduler.config, config, model)
         self.active = 0
         self._context = zmq.asyncio.Context()
         self._socket: zmq.asyncio.Socket | None = None
@@ -121,7 +126,11 @@ class ZmqApi:
                 ) from None
         self._socket = socket
         self._receiver = asyncio.create_task(self._receive(socket))
-        log.info("Frigate zmq detector endpoint on %s", self.endpoint)
+        log.info(
+            "Frigate zmq detector endpoint on %s%s",
+            self.endpoint,
+            f" (model {self.model})" if self.model else "",
+        )
 
     async def close(self) -> None:
         """Stop taking frames, answer those in flight (bounded by their deadline), let the port go."""
@@ -175,10 +184,10 @@ class ZmqApi:
         except zmq_tensor.TensorError as exc:
             self._log.warn("zmq: answered zeros: %s", exc)
             return _zeros("INVALID_ARGUMENT"), "INVALID_ARGUMENT"
-        request = zmq_tensor.board_request(tensor, f"zmq-{uuid.uuid4().hex[:12]}")
+        request = zmq_tensor.board_request(tensor, f"zmq-{uuid.uuid4().hex[:12]}", self.model)
         deadline = received + self.config.request_timeout_ms / 1000
         try:
-            data = await self.scheduler.dispatch.forward(request, deadline)
+            data = await self.scheduler.dispatch.forward(request, deadline, self.model)
         except DispatchError as exc:
             if exc.code != grpc.StatusCode.DEADLINE_EXCEEDED:  # a late frame is Frigate's own timeout
                 self._log.warn("zmq: answered zeros: %s", exc)
@@ -215,10 +224,29 @@ def _split(parts: list[zmq.Frame]) -> tuple[list[bytes] | None, list[memoryview]
     return [parts[0].bytes], [p.buffer for p in parts[1:]]
 
 
-async def start(scheduler: Scheduler, wait_for_port_s: float = 0.0) -> ZmqApi | None:
-    """Serve the zmq endpoint when the scheduler config has ``zmq_api``; None when it is off."""
-    if scheduler.config.zmq_api is None:
+class ZmqEndpoints:
+    """The default model's endpoint and one per model of ``zmq_api.models``, started and closed together."""
+
+    def __init__(self, apis: list[ZmqApi]) -> None:
+        self.apis = apis
+
+    async def close(self) -> None:
+        await asyncio.gather(*(api.close() for api in self.apis))
+
+
+async def start(scheduler: Scheduler, wait_for_port_s: float = 0.0) -> ZmqEndpoints | None:
+    """Serve the zmq endpoints when the scheduler config has ``zmq_api``; None when it is off. One that
+    cannot bind closes those already bound and raises ListenError."""
+    config = scheduler.config.zmq_api
+    if config is None:
         return None
-    api = ZmqApi(scheduler, scheduler.config.zmq_api)
-    await api.start(wait_for_port_s)
-    return api
+    started: list[ZmqApi] = []
+    try:
+        for model in ("", *config.models):
+            api = ZmqApi(scheduler, config, model)
+            await api.start(wait_for_port_s)
+            started.append(api)
+    except BaseException:
+        await ZmqEndpoints(started).close()
+        raise
+    return ZmqEndpoints(started)

@@ -114,14 +114,16 @@ def _float_to_uint8(pixels: np.ndarray) -> tuple[np.ndarray, str]:
     return np.clip(np.rint(scaled), 0, 255).astype(np.uint8), "0-1" if unit else "0-255"
 
 
-def board_request(tensor: Tensor, request_id: str) -> bytes:
-    """The InferRequest a board gets: the raw frame with its sides (the board letterboxes it)."""
+def board_request(tensor: Tensor, request_id: str, model: str = "") -> bytes:
+    """The InferRequest a board gets: the raw frame with its sides (the board letterboxes it), naming
+    the endpoint's model ("" = the default)."""
     return pb.InferRequest(
         request_id=request_id,
         encoding=pb.ENCODING_RAW_RGB,
         frame=tensor.frame,
         width=tensor.width,
         height=tensor.height,
+        model=model,
     ).SerializeToString()
 
 

@@ -9,7 +9,7 @@ import pytest
 import requests
 from helpers.deepstack_requests import jpeg
 
-from npudure.lab.local import LocalCluster
+from npudure.lab.local import LocalCluster, free_port
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.vision.frames import synthetic_frame
@@ -25,6 +25,9 @@ def cluster():
         models={"general": None, "plates": None},
         contexts=2,
         http_api=True,
+        zmq_api=True,
+        # Frigate's detector names no model: plates gets an endpoint of its own.
+        scheduler_overrides={"zmq_api": {"models": {"plates": free_port()}, "request_timeout_ms": 5000}},
         per_board_overrides={
             "board2": {"models": [{"name": "general"}]},
             "board3": {"models": [{"name": "plates"}]},
@@ -146,3 +149,31 @@ async def test_the_benchs_proxyless_target_follows_each_models_boards(cluster: L
                 assert reply.model == (model or "general") and reply.node in holders, (model, reply.node)
     finally:
         await target.close()
+
+
+def test_frigate_reaches_each_model_by_its_zmq_endpoint(cluster: LocalCluster) -> None:
+    import json
+
+    import zmq
+
+    plates_port = cluster.scheduler_overrides["zmq_api"]["models"]["plates"]
+    context = zmq.Context()
+    try:
+        for endpoint, model in (
+            (cluster.zmq_endpoint, "general"),
+            (f"tcp://127.0.0.1:{plates_port}", "plates"),
+        ):
+            socket = context.socket(zmq.REQ)
+            socket.setsockopt(zmq.RCVTIMEO, 10_000)
+            socket.setsockopt(zmq.LINGER, 0)
+            socket.connect(endpoint)
+            picture = synthetic_frame(2, 320)
+            header = json.dumps({"shape": [320, 320, 3], "dtype": "uint8", "model_type": "yolo-generic"})
+            for _ in range(6):
+                socket.send_multipart([header.encode(), picture.tobytes()])
+                answer = json.loads(socket.recv_multipart()[0])
+                assert (answer["code"], answer["model"]) == ("OK", model), answer
+                assert answer["node"] in HOLDERS[model]
+            socket.close(linger=0)
+    finally:
+        context.term()

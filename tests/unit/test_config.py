@@ -73,3 +73,11 @@ def test_scheduler_config_needs_boards_and_unique_names(tmp_path: Path) -> None:
         cfg.parse(cfg.SchedulerConfig, {"boards": boards[:1], "policy": "fastest"}, "s.yml")
     ok = cfg.parse(cfg.SchedulerConfig, {"boards": boards[:1]}, "s.yml")
     assert ok.connections_per_board == 2
+
+
+def test_zmq_model_endpoints_need_ports_of_their_own() -> None:
+    assert cfg.ZmqApiConfig(port=5555, models={"plates": 5556}).models == {"plates": 5556}
+    with pytest.raises(cfg.ValidationError, match="a port of its own"):
+        cfg.ZmqApiConfig(port=5555, models={"plates": 5555})
+    with pytest.raises(cfg.ValidationError, match="a port of its own"):
+        cfg.ZmqApiConfig(port=5555, models={"plates": 5556, "faces": 5556})
