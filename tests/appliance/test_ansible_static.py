@@ -462,3 +462,68 @@ def test_a_new_controller_makes_the_admin_token_and_refuses_when_the_hosts_hold_
     # Every local host holds it here; the fix names one, by its address where it has one.
     assert re.search(rf"scp root@(10\.0\.0\.11|board2|sched):{on_host} {controller}", flat), flat[-3000:]
     assert not controller.exists()
+
+
+def test_the_model_repository_reaches_each_boards_agent_and_the_scheduler(tmp_path: Path) -> None:
+    """npudure_models (#47): each board's agent config lists the models placed on it, its default first;
+    the scheduler's config lists them per board, so routing by model needs no first report."""
+    repository = [
+        {"name": "general", "src": "/models/general.onnx"},
+        {"name": "plates", "src": "/models/best.onnx", "boards": ["board2"], "contexts": 4},
+    ]
+    extra = {"npudure_backend": "onnx", "npudure_models": repository}
+    out = render(tmp_path, "npudure_agent", "boards", ["agent.yml.j2"], extra)
+    one = config.parse(config.AgentConfig, yaml.safe_load((out / "board1-agent.yml").read_text()), "board1")
+    two = config.parse(config.AgentConfig, yaml.safe_load((out / "board2-agent.yml").read_text()), "board2")
+    assert [(m.name, m.default, m.model) for m in one.models or []] == [
+        ("general", True, "/var/lib/npudure/models/general.onnx")
+    ]
+    assert [(m.name, m.model, m.contexts) for m in two.models or []] == [
+        ("general", "/var/lib/npudure/models/general.onnx", None),
+        ("plates", "/var/lib/npudure/models/plates.onnx", 4),  # its own name: two best.onnx stay apart
+    ]
+    assert one.model is None  # the single-model variables stand aside
+    (tmp_path / "sched").mkdir()
+    out = render(tmp_path / "sched", "npudure_scheduler", "scheduler", ["scheduler.yml.j2"], extra)
+    sched = config.parse(
+        config.SchedulerConfig, yaml.safe_load((out / "sched-scheduler.yml").read_text()), "s"
+    )
+    assert [(b.name, b.models) for b in sched.boards] == [
+        ("board1", ["general"]),
+        ("board2", ["general", "plates"]),
+    ]
+
+
+def test_a_sim_repository_needs_no_files_and_no_repository_changes_nothing(tmp_path: Path) -> None:
+    extra = {
+        "npudure_backend": "sim",
+        "npudure_models": [{"name": "general"}, {"name": "plates", "boards": 1}],
+    }
+    out = render(tmp_path, "npudure_agent", "boards", ["agent.yml.j2"], extra)
+    one = config.parse(config.AgentConfig, yaml.safe_load((out / "board1-agent.yml").read_text()), "board1")
+    assert [(m.name, m.model) for m in one.models or []] == [("general", None), ("plates", None)]
+    (tmp_path / "none").mkdir()
+    out = render(tmp_path / "none", "npudure_agent", "boards", ["agent.yml.j2"], {"npudure_backend": "sim"})
+    plain = config.parse(config.AgentConfig, yaml.safe_load((out / "board1-agent.yml").read_text()), "board1")
+    assert plain.models is None
+
+
+def test_the_agent_preflight_names_a_repositorys_mistakes(tmp_path: Path) -> None:
+    hosts = tmp_path / "hosts.yml"
+    inventory = {"vars": {"ansible_connection": "local"}, "children": {"boards": {"hosts": {"board1": {}}}}}
+    hosts.write_text(yaml.safe_dump({"all": inventory}))
+    playbook = tmp_path / "preflight.yml"
+    role = {"ansible.builtin.include_role": {"name": "npudure_agent", "tasks_from": "preflight.yml"}}
+    playbook.write_text(yaml.safe_dump([{"hosts": "boards", "gather_facts": False, "tasks": [role]}]))
+    typo = {"npudure_backend": "sim", "npudure_models": [{"name": "general", "boards": ["bord1"]}]}
+    done = run_local_play(tmp_path, hosts, playbook, typo)
+    output = done.stdout + done.stderr
+    assert "npudure_models: model general: boards bord1 are not in the boards group (board1)" in output
+    missing = {
+        "npudure_backend": "onnx",
+        "npudure_models": [{"name": "general", "src": str(tmp_path / "no.onnx")}],
+    }
+    done = run_local_play(tmp_path, hosts, playbook, missing)
+    output = done.stdout + done.stderr
+    assert f"model general: {tmp_path / 'no.onnx'} (npudure_models) is missing on the controller" in output
+    assert "Traceback" not in output
