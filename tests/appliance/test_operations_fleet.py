@@ -893,10 +893,11 @@ def _versions(fleet) -> dict[str, str]:
 # operator would ship them; a second roll of its own would add ~430 s to CI for the same restarts.
 @pytest.mark.timeout(1500)
 def test_rolling_change_and_upgrade_under_load_cost_no_request(fleet, tmp_path: Path) -> None:
-    """site.yml rolls a changed agent setting and a new npudure wheel version (built from a copy of
-    the sources with a bumped version) to the lab, one board at a time, under load in both modes: 0
-    failed, no stretch of MAX_GAP_S without a reply, every agent and the scheduler a new process
-    running the new version, never more than one board out of rotation at once."""
+    """site.yml rolls a changed agent setting, a second model (npudure_models, on one board) and a new
+    npudure wheel version (built from a copy of the sources with a bumped version) to the lab, one board
+    at a time, under load in both modes: 0 failed, no stretch of MAX_GAP_S without a reply, every agent
+    and the scheduler a new process running the new version, never more than one board out of rotation
+    at once; then each model is served by its boards over gRPC, HTTP and the proxyless route."""
     from npudure.bench.payloads import make_frame_set
     from npudure.faults import fleet as fleetmod
     from npudure.faults.operations import run_operation, table
@@ -917,6 +918,11 @@ def test_rolling_change_and_upgrade_under_load_cost_no_request(fleet, tmp_path: 
         "npudure_serial": 1,
         "npudure_wheelhouse_project_dir": str(source),
         "npudure_wheelhouse_cache_dir": str(cache),
+        # A second model joins in the same roll (#47): on the last board only, the default on all.
+        "npudure_models": [
+            {"name": "general", "default": True},
+            {"name": "plates", "boards": [fleet.boards[-1]]},
+        ],
     }
     pids, sched_pid = _main_pids(fleet), _sched_pid(fleet)
     results = run_operation(
@@ -956,3 +962,34 @@ def test_rolling_change_and_upgrade_under_load_cost_no_request(fleet, tmp_path: 
             r.most_boards_out,
             r.boards_out,
         )
+    _each_model_is_served_by_its_boards(fleet, holder=fleet.boards[-1])
+
+
+def _each_model_is_served_by_its_boards(fleet, holder: str) -> None:
+    """After the roll that added `plates` on one board (npudure_models in site.yml): gRPC through the
+    scheduler, HTTP custom/<model> and the proxyless route each send a model's frames to its boards."""
+    import grpc
+    import requests
+    from helpers.deepstack_requests import jpeg
+
+    import npudure
+    from npudure.proto import inference_pb2 as pb
+    from npudure.proto import inference_pb2_grpc as rpc
+    from npudure.vision.frames import synthetic_frame
+
+    frame = pb.InferRequest(encoding=pb.ENCODING_JPEG, frame=jpeg(synthetic_frame(1, 320)))
+    with grpc.insecure_channel(fleet.scheduler) as channel:
+        stub = rpc.InferenceStub(channel)
+        for model, boards in (("plates", {holder}), ("", set(fleet.boards))):
+            frame.model = model
+            for _ in range(4):
+                reply = stub.Infer(frame, timeout=30)
+                assert (reply.model, reply.node in boards) == (model or "general", True), (model, reply.node)
+    base = f"http://{fleet.lab.node('sched').address}:{HTTP_API_PORT}"
+    listed = requests.get(f"{base}/v1/vision/custom/list", timeout=10).json()["models"]
+    assert listed == ["general", "plates"], listed
+    answer = requests.post(f"{base}/v1/vision/custom/plates", files={"image": frame.frame}, timeout=30).json()
+    assert (answer["model"], answer["processedBy"]) == ("plates", holder), answer
+    with npudure.connect(fleet.scheduler) as client:
+        frame.model = "plates"
+        assert {client.infer(frame, timeout=30).node for _ in range(4)} == {holder}
