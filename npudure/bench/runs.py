@@ -117,6 +117,22 @@ def _stage_means_ms(samples: Samples, mask: np.ndarray) -> dict[str, float | Non
     return {name.removesuffix("_us"): float(v) for name, v in zip(STAGES, means, strict=True)}
 
 
+def _shares(groups: dict[str, np.ndarray], n_ok: int, span: float) -> dict[str, Any]:
+    """Each group's (a board's, a model's) answers in the window: share, throughput and tails."""
+    out: dict[str, Any] = {}
+    for name, lat in groups.items():
+        st = stats.latency_stats(lat)
+        out[name] = {
+            "samples_ok": int(lat.size),
+            "share": lat.size / n_ok if n_ok else None,
+            "throughput_inf_per_s": lat.size / span if span > 0 else None,
+            "latency_mean_ms": st["mean"],
+            "latency_p50_ms": st["p50"],
+            "latency_p99_ms": st["p99"],
+        }
+    return out
+
+
 def summarize_run(run: RunData) -> dict[str, Any]:
     s, spec, meta = run.samples, run.spec, run.meta
     start, end = run.window
@@ -128,26 +144,8 @@ def summarize_run(run: RunData) -> dict[str, Any]:
     throughput = float(completed_in_window.sum() / span) if span > 0 else 0.0
     label, backends, emulated = backend_label(s, ok)
 
-    boards: dict[str, Any] = {}
-    for name, lat in run.board_latencies_ms().items():
-        st = stats.latency_stats(lat)
-        boards[name] = {
-            "samples_ok": int(lat.size),
-            "share": lat.size / n_ok if n_ok else None,
-            "latency_mean_ms": st["mean"],
-            "latency_p50_ms": st["p50"],
-            "latency_p99_ms": st["p99"],
-        }
-    models: dict[str, Any] = {}
-    for name, lat in run.model_latencies_ms().items():
-        st = stats.latency_stats(lat)
-        models[name] = {
-            "samples_ok": int(lat.size),
-            "share": lat.size / n_ok if n_ok else None,
-            "throughput_inf_per_s": lat.size / span if span > 0 else None,
-            "latency_p50_ms": st["p50"],
-            "latency_p99_ms": st["p99"],
-        }
+    boards = _shares(run.board_latencies_ms(), n_ok, span)
+    models = _shares(run.model_latencies_ms(), n_ok, span)
     sched_total = s.stage_us[:, STAGES.index("scheduler_total_us")].astype(np.float64) / 1e3
     via_sched = ok & (sched_total > 0)
     client_overhead = (
