@@ -17,6 +17,7 @@ from ansible.errors import AnsibleFilterError
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # npudure.config.ModelName
 KEYS = {"name", "src", "default", "boards", "contexts"}
+HostVars = Mapping[str, Mapping[str, Any]]
 
 
 def problems(models: Any, boards: Sequence[str]) -> list[str]:
@@ -107,6 +108,21 @@ def board_models(
     return out
 
 
+def model_holders(
+    models: Any, hosts: Iterable[str], hostvars: HostVars, port_var: str, default_port: Any
+) -> dict[str, list[str]]:
+    """Each model -> the agent addresses (ansible_host or the name, at PORT_VAR or DEFAULT_PORT) of the
+    boards that hold it: what verify.yml's per-model answer check sends to."""
+    host_list = list(hosts)
+    out: dict[str, list[str]] = {}
+    for host in host_list:
+        hv = hostvars.get(host, {})
+        address = f"{hv.get('ansible_host', host)}:{hv.get(port_var, default_port)}"
+        for entry in models_of(models, host, host_list):
+            out.setdefault(entry["name"], []).append(address)
+    return out
+
+
 class FilterModule:
     """npudure model repository filters."""
 
@@ -115,4 +131,5 @@ class FilterModule:
             "npudure_models_problems": problems,
             "npudure_models_of": models_of,
             "npudure_board_models": board_models,
+            "npudure_model_holders": model_holders,
         }

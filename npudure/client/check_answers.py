@@ -38,8 +38,11 @@ def payloads(count: int, seed: int, size: int) -> list[bytes]:
     return [frames.synthetic_frame(seed + i, size).tobytes() for i in range(count)]
 
 
-def ask_board(address: str, sent: Sequence[bytes], repeats: int, timeout_s: float) -> BoardAnswers:
-    """Every frame ``repeats`` times, all in flight at once, straight to the agent's Inference.Infer."""
+def ask_board(
+    address: str, sent: Sequence[bytes], repeats: int, timeout_s: float, model: str = ""
+) -> BoardAnswers:
+    """Every frame ``repeats`` times, all in flight at once, straight to the agent's Inference.Infer,
+    naming ``model`` ("" = the board's default)."""
     options = [
         ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
         ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -64,7 +67,10 @@ def ask_board(address: str, sent: Sequence[bytes], repeats: int, timeout_s: floa
                 [
                     infer.future(
                         pb.InferRequest(
-                            request_id=f"check-{i}-{r}", encoding=pb.ENCODING_RAW_RGB, frame=frame
+                            request_id=f"check-{i}-{r}",
+                            encoding=pb.ENCODING_RAW_RGB,
+                            frame=frame,
+                            model=model,
                         ),
                         timeout=timeout_s,
                     )
@@ -216,6 +222,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--repeats", type=whole(1), default=2, help="times each frame is sent, all at once (default 2)"
     )
     parser.add_argument("--timeout", type=positive, default=10.0, help="connect and per-request deadline, s")
+    parser.add_argument(
+        "--model",
+        default="",
+        help="the model every frame names, on boards that serve several (default: each "
+        "board's default; give it when the boards' defaults differ)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -230,14 +242,15 @@ def run(args: argparse.Namespace) -> int:
         return 1
     sent = payloads(args.frames, args.seed, args.size)
     print(
-        f"{args.frames} seeded frames (seed {args.seed}, {args.size}x{args.size} raw RGB) x {args.repeats} "
+        f"{args.frames} seeded frames (seed {args.seed}, {args.size}x{args.size} raw RGB"
+        f"{f', model {args.model}' if args.model else ''}) x {args.repeats} "
         f"repeat(s), all at once, straight to each of {len(args.boards)} board(s); detections hashed by "
         f"{PRECISION}"
     )
     try:
         return check(
             args.boards,
-            lambda address: ask_board(address, sent, args.repeats, args.timeout),
+            lambda address: ask_board(address, sent, args.repeats, args.timeout, args.model),
             lambda address: board_status(address, args.timeout),
             args.frames,
         )

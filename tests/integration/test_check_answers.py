@@ -37,3 +37,19 @@ def test_agents_that_agree_pass_and_an_unreachable_one_is_a_clear_error(cluster:
     done = run_npudure("check-answers", *same, closed, "--timeout", "1")
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stderr.startswith(f"npudure check-answers: {closed}: cannot connect within 1 s")
+
+
+def test_a_model_is_checked_by_name_on_boards_whose_defaults_differ() -> None:
+    """Boards serving several models (#47): board2's default is another model, so frames that name none
+    are answered by different models; --model names the one to compare."""
+    placed = {"board2": {"models": [{"name": "plates", "default": True}, {"name": "general"}]}}
+    with LocalCluster(
+        boards=2, models={"general": None, "plates": None}, synthetic_detections=6, per_board_overrides=placed
+    ) as cluster:
+        addresses = [proc.address for proc in cluster.agents.values()]
+        for model in ("general", "plates"):
+            done = run_npudure("check-answers", *addresses, "--model", model)
+            assert done.returncode == 0 and done.stderr == "", (model, done.stderr)
+            assert f"model {model}" in done.stdout.splitlines()[0]
+        done = run_npudure("check-answers", *addresses, "--model", "faces")
+        assert done.returncode == 1 and "NOT_FOUND" in done.stderr and "Traceback" not in done.stderr

@@ -292,6 +292,23 @@ def test_boards_that_answer_differently_fail_verify_with_check_answers_lines() -
     assert checks.verify_problems([row("b1"), row("b2"), scheduler_row(answers=[])]) == []
 
 
+def test_a_model_repository_is_checked_model_by_model() -> None:
+    """Boards of a repository (#47) differ in their defaults by design; each model must be one file."""
+    general, plates = {"general": "a" * 64}, {"general": "a" * 64, "plates": "b" * 64}
+    rows = [
+        row("b1", model_sha256="aaaaaaaaaaaa", model_hashes=general),
+        row("b2", model_sha256="bbbbbbbbbbbb", model_hashes={"plates": "b" * 64}),
+        row("b3", model_sha256="aaaaaaaaaaaa", model_hashes=plates),
+        scheduler_row(boards_up=["b1", "b2", "b3"]),
+    ]
+    assert checks.verify_problems(rows) == []
+    rows[2]["model_hashes"] = {"general": "a" * 64, "plates": "c" * 64}
+    assert checks.verify_problems(rows) == ["the boards differ in model plates: bbbbbbbbbbbb / cccccccccccc"]
+    # One model everywhere (no repository, or a repository of one): the default's hash, as before.
+    single = [row("b1", model_hashes={"yolov8n": "a" * 64}), row("b2", model_sha256="ffff", model_hashes={})]
+    assert checks.verify_problems(single) == ["the boards differ in model: abcdef012345 / ffff"]
+
+
 def test_no_rows() -> None:
     assert checks.verify_problems([]) == []
     assert checks.table([], VERIFY_COLUMNS) == [

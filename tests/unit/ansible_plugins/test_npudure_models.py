@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ansible_plugins.filter.npudure_models import board_models, models_of, problems
+from ansible_plugins.filter.npudure_models import board_models, model_holders, models_of, problems
 
 BOARDS = ["board1", "board2", "board3"]
 REPO = [
@@ -71,3 +71,12 @@ def test_the_scheduler_gets_each_boards_models_by_its_node_name() -> None:
         "board3": ["general", "plates"],
     }
     assert board_models([], BOARDS, hostvars) == {}
+
+
+def test_verify_sends_each_models_frames_to_its_holders() -> None:
+    hostvars = {"board1": {"ansible_host": "10.0.0.11"}, "board3": {"npudure_agent_listen_port": 50061}}
+    assert model_holders(REPO, BOARDS, hostvars, "npudure_agent_listen_port", 50051) == {
+        "general": ["10.0.0.11:50051", "board2:50051", "board3:50061"],
+        "faces": ["10.0.0.11:50051"],
+        "plates": ["board2:50051", "board3:50061"],
+    }
