@@ -123,6 +123,24 @@ def model_holders(
     return out
 
 
+def models_cell(served: Any, shown: int = 3) -> str:
+    """verify.yml's models column for a board's reported models (``npudure status --json``'s
+    ``models``): each as ``name sha256[:12] (N classes: a, b, c +M)``; ``-`` when it reports none."""
+    if not isinstance(served, list) or not served:
+        return "-"
+    cells = []
+    for model in served:
+        names = [str(n) for n in model.get("class_names") or []]
+        listed = ", ".join(names[:shown]) + (f" +{len(names) - shown}" if len(names) > shown else "")
+        digest = str(model.get("model_sha256") or "")[:12] or "-"
+        cells.append(
+            f"{model.get('name', '?')} {digest} ({len(names)} classes: {listed})"
+            if names
+            else f"{model.get('name', '?')} {digest}"
+        )
+    return "; ".join(cells)
+
+
 class FilterModule:
     """npudure model repository filters."""
 
@@ -132,4 +150,5 @@ class FilterModule:
             "npudure_models_of": models_of,
             "npudure_board_models": board_models,
             "npudure_model_holders": model_holders,
+            "npudure_models_cell": models_cell,
         }

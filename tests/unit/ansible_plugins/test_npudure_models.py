@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ansible_plugins.filter.npudure_models import board_models, model_holders, models_of, problems
+from ansible_plugins.filter.npudure_models import (
+    board_models,
+    model_holders,
+    models_cell,
+    models_of,
+    problems,
+)
 
 BOARDS = ["board1", "board2", "board3"]
 REPO = [
@@ -80,3 +86,14 @@ def test_verify_sends_each_models_frames_to_its_holders() -> None:
         "faces": ["10.0.0.11:50051"],
         "plates": ["board2:50051", "board3:50061"],
     }
+
+
+def test_verify_shows_each_boards_models_with_hash_and_names() -> None:
+    served = [
+        {"name": "fall", "model_sha256": "0123456789abcdef" * 4, "class_names": ["Normal", "Fall"]},
+        {"name": "general", "model_sha256": "", "class_names": ["person", "bicycle", "car", "motorcycle"]},
+    ]
+    assert models_cell(served) == (
+        "fall 0123456789ab (2 classes: Normal, Fall); general - (4 classes: person, bicycle, car +1)"
+    )
+    assert models_cell([]) == models_cell(None) == "-"
