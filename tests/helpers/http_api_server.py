@@ -30,7 +30,8 @@ class FakeDispatch:
         self.forwarded = 0
         self.fail: Exception | None = None
 
-    async def forward(self, request: bytes, deadline: float) -> bytes:
+    async def forward(self, request: bytes, deadline: float, model: str | None = None) -> bytes:
+        """As Dispatcher.forward (``model``: the one the request names, when the caller knows it)."""
         self.forwarded += 1
         if self.fail is not None:
             raise self.fail
