@@ -26,7 +26,7 @@ class Det:
 def answers_of(detections: Callable[[int], list[Det]], emulated: bool = False) -> Callable[..., BoardAnswers]:
     """A fake board: ``detections(frame index)`` for every repeat of that frame."""
 
-    def ask(address: str, sent: list[bytes], repeats: int, timeout_s: float) -> BoardAnswers:
+    def ask(address: str, sent: list[bytes], repeats: int, timeout_s: float, model: str = "") -> BoardAnswers:
         per_frame = [detections(i) for i in range(len(sent))]
         return BoardAnswers(
             address,
@@ -108,7 +108,9 @@ def test_emulated_detections_are_said_to_be_synthetic(monkeypatch, capsys) -> No
 
 
 def test_a_board_mixing_answers_between_requests_is_named(monkeypatch, capsys) -> None:
-    def shaky(address: str, sent: list[bytes], repeats: int, timeout_s: float) -> BoardAnswers:
+    def shaky(
+        address: str, sent: list[bytes], repeats: int, timeout_s: float, model: str = ""
+    ) -> BoardAnswers:
         board = RIGHT(address, sent, repeats, timeout_s)
         board.repeats[3][1] = frame_hash([Det(9, 0.1)])
         return board
@@ -137,3 +139,17 @@ def test_bad_arguments_exit_2(argv: list[str], says: str, capsys) -> None:
 def test_a_board_given_twice_exits_2(capsys) -> None:
     assert main(["check-answers", "a:1", "a:1"]) == 2
     assert capsys.readouterr().err == "npudure check-answers: a:1 given more than once\n"
+
+
+def test_the_model_named_reaches_every_board(monkeypatch, capsys) -> None:
+    asked: list[str] = []
+
+    def recording(
+        address: str, sent: list[bytes], repeats: int, timeout_s: float, model: str = ""
+    ) -> BoardAnswers:
+        asked.append(model)
+        return RIGHT(address, sent, repeats, timeout_s, model)
+
+    fleet(monkeypatch, {"10.0.0.1:1": recording, "10.0.0.2:2": recording})
+    assert main(["check-answers", "10.0.0.1:1", "10.0.0.2:2", "--model", "plates"]) == 0
+    assert asked == ["plates", "plates"] and "model plates" in capsys.readouterr().out.splitlines()[0]
