@@ -120,8 +120,15 @@ def test_jpeg_frames_and_user_images(tmp_path: Path) -> None:
         assert Image.open(BytesIO(req.frame)).size == (640, 640)
     with pytest.raises(FrameSourceError, match="no images found"):
         make_frame_set("raw", None, 0, _empty(tmp_path))
-    with pytest.raises(FrameSourceError, match="expected"):
-        build_frame_set([np.zeros((10, 10, 3), np.uint8)], "raw", "bad")
+    with pytest.raises(FrameSourceError, match="expected H x W x 3 uint8"):
+        build_frame_set([np.zeros((10, 10), np.uint8)], "raw", "bad")  # not an RGB frame
+    with pytest.raises(FrameSourceError, match="expected H x W x 3 uint8"):
+        build_frame_set([np.zeros((10, 10, 3), np.float32)], "raw", "bad")
+    # A raw frame of another size than the model's carries its sides (the board letterboxes it).
+    small = pb.InferRequest.FromString(
+        build_frame_set([np.zeros((48, 64, 3), np.uint8)], "raw", "s").requests[0]
+    )
+    assert (small.width, small.height, len(small.frame)) == (64, 48, 64 * 48 * 3)
 
 
 def _empty(tmp_path: Path) -> Path:
