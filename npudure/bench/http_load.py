@@ -20,6 +20,7 @@ import grpc
 from npudure.bench.payloads import FrameSet, FrameSourceError
 from npudure.client.opening import ClosedOnFailure, Unreachable
 from npudure.proto import inference_pb2 as pb
+from npudure.proto import timing as stage_timing
 from npudure.vision.frames import encode_jpeg, synthetic_frame
 
 if TYPE_CHECKING:  # imported when opened: the gRPC-only harness does not need aiohttp
@@ -35,7 +36,6 @@ _CODES = {
     503: grpc.StatusCode.UNAVAILABLE,
     504: grpc.StatusCode.DEADLINE_EXCEEDED,
 }
-_STAGE_FIELDS = {f.name for f in pb.StageTiming.DESCRIPTOR.fields}
 
 
 def parse_size(text: str) -> tuple[int, int]:
@@ -82,13 +82,12 @@ def multipart(image: bytes, api_key: str = "") -> tuple[bytes, str]:
 
 def to_response(body: dict) -> bytes:
     """The API's JSON answer as the InferResponse bytes the harness parses after the run."""
-    timing = {k: int(v) for k, v in (body.get("timing") or {}).items() if k in _STAGE_FIELDS}
     return pb.InferResponse(
         node=str(body.get("processedBy", "")),
         backend=str(body.get("backend", "")),
         emulated=bool(body.get("emulated", False)),
         attempts=int(body.get("attempts", 1)),
-        timing=pb.StageTiming(**timing),
+        timing=stage_timing.from_dict(body.get("timing")),
     ).SerializeToString()
 
 

@@ -22,13 +22,13 @@ from npudure.bench.http_load import rpc_error
 from npudure.bench.payloads import FrameSet, FrameSourceError
 from npudure.client.opening import ClosedOnFailure, Unreachable
 from npudure.proto import inference_pb2 as pb
+from npudure.proto import timing as stage_timing
 from npudure.vision.frames import synthetic_frame
 
 if TYPE_CHECKING:  # imported when opened: the gRPC-only harness does not need pyzmq
     import zmq.asyncio
 
 DEFAULT_PORT = 5555  # the scheduler's zmq_api.port default (Frigate's docs use it too)
-_STAGE_FIELDS = {f.name for f in pb.StageTiming.DESCRIPTOR.fields}
 
 
 def zmq_frame_set(side: int, count: int = 16, seed: int = 0) -> FrameSet:
@@ -56,15 +56,13 @@ def request_header(tensor: bytes) -> bytes:
 
 def to_response(header: dict[str, object]) -> bytes:
     """An answered frame's reply header as the InferResponse bytes the harness parses after the run."""
-    raw = header.get("timing")
-    timing = {k: int(v) for k, v in raw.items() if k in _STAGE_FIELDS} if isinstance(raw, dict) else {}
     return pb.InferResponse(
         node=str(header.get("node", "")),
         model=str(header.get("model", "")),
         backend=str(header.get("backend", "")),
         emulated=bool(header.get("emulated", False)),
         attempts=int(str(header.get("attempts", 1))),
-        timing=pb.StageTiming(**timing),
+        timing=stage_timing.from_dict(header.get("timing")),
     ).SerializeToString()
 
 

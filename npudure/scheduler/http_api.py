@@ -36,6 +36,7 @@ from aiohttp.abc import AbstractAccessLogger
 
 from npudure.config import DEFAULT_MODEL_NAME, HttpApiConfig, SchedulerConfig
 from npudure.proto import inference_pb2 as pb
+from npudure.proto import timing as stage_timing
 from npudure.scheduler import deepstack, placement
 from npudure.scheduler.boards import Board
 from npudure.scheduler.dispatch import Dispatcher, DispatchError
@@ -437,7 +438,7 @@ class HttpApi:
                 "attempts": reply.attempts,
                 "imageWidth": header.width,
                 "imageHeight": header.height,
-                "timing": {f.name: getattr(timing, f.name) for f in pb.StageTiming.DESCRIPTOR.fields},
+                "timing": stage_timing.as_dict(timing),
             },
         )
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from npudure.proto import inference_pb2 as pb
+from npudure.proto import timing as stage_timing
 from npudure.vision.frames import MAX_IMAGE_PIXELS, MAX_IMAGE_SIDE
 
 ROWS = 20  # Frigate reads at most 20 detections
@@ -138,7 +139,7 @@ def reply_header(code: str, response: pb.InferResponse | None = None) -> bytes:
             "backend": response.backend,
             "emulated": response.emulated,
             "attempts": response.attempts,
-            "timing": {f.name: getattr(response.timing, f.name) for f in pb.StageTiming.DESCRIPTOR.fields},
+            "timing": stage_timing.as_dict(response.timing),
         }
     return json.dumps(header, separators=(",", ":")).encode()
 
