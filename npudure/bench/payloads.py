@@ -47,6 +47,9 @@ class FrameSet:
 
 
 def synthetic_frames(count: int, seed: int, side: int = INPUT_SIZE) -> list[np.ndarray]:
+    """``count`` seeded ``side`` x ``side`` RGB frames (``--frame-size``: 32 to 4096 pixels)."""
+    if not 32 <= side <= 4096:
+        raise FrameSourceError(f"--frame-size {side}: a frame side is 32 to 4096 pixels")
     return [synthetic_frame(seed * 100_003 + i, side) for i in range(count)]
 
 
@@ -119,8 +122,6 @@ def make_frame_set(
         frames = image_frames(images, count)
         return build_frame_set(frames, encoding, f"images {Path(images)} ({len(frames)} files)")
     count = count or 16
-    if not 32 <= side <= 4096:
-        raise FrameSourceError(f"--frame-size {side}: a frame side is 32 to 4096 pixels")
     frames = synthetic_frames(count, seed, side)
     size = "" if side == INPUT_SIZE else f" {side}x{side}"
     return build_frame_set(frames, encoding, f"synthetic{size} frames, seed {seed} ({count} frames)")

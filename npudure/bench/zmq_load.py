@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import grpc
 
 from npudure.bench.http_load import rpc_error
-from npudure.bench.payloads import FrameSet, FrameSourceError
+from npudure.bench.payloads import FrameSet, synthetic_frames
 from npudure.client.opening import ClosedOnFailure, Unreachable
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import timing as stage_timing
@@ -34,9 +34,7 @@ DEFAULT_PORT = 5555  # the scheduler's zmq_api.port default (Frigate's docs use 
 def zmq_frame_set(side: int, count: int = 16, seed: int = 0) -> FrameSet:
     """``count`` seeded synthetic ``side`` x ``side`` RGB uint8 tensors (nhwc, no batch axis), as
     Frigate sends them for a ``model:`` of that size; the FrameSet's requests are the raw tensors."""
-    if not 32 <= side <= 4096:
-        raise FrameSourceError(f"--frame-size {side}: a tensor side is 32 to 4096 pixels")
-    tensors = [synthetic_frame(seed * 100_003 + i, side).tobytes() for i in range(count)]
+    tensors = [frame.tobytes() for frame in synthetic_frames(count, seed, side)]
     source = f"synthetic {side}x{side} uint8 nhwc tensors, seed {seed} ({count} frames), via the zmq endpoint"
     return FrameSet(tuple(tensors), tuple(len(t) for t in tensors), "raw", source)
 
