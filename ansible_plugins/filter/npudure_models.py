@@ -77,13 +77,16 @@ def holders(entry: Mapping[str, Any], boards: Sequence[str]) -> list[str]:
     return [b for b in boards if b in placement]
 
 
-def models_of(models: Any, host: str, boards: Iterable[str]) -> list[dict[str, Any]]:
-    """The entries ``host`` holds, its default first and marked ``default: true`` (others false)."""
-    board_list = list(boards)
-    found = problems(models, board_list)
+def _checked(models: Any, boards: Sequence[str]) -> list[Mapping[str, Any]]:
+    """The repository, or one error naming every problem (the filters below check it once per call)."""
+    found = problems(models, boards)
     if found:
         raise AnsibleFilterError("npudure_models: " + "; ".join(found))
-    held = [dict(e) for e in models if host in holders(e, board_list)]
+    return list(models)
+
+
+def _held(models: list[Mapping[str, Any]], host: str, boards: Sequence[str]) -> list[dict[str, Any]]:
+    held = [dict(e) for e in models if host in holders(e, boards)]
     if not held:
         return []
     default_name = next((e["name"] for e in models if e.get("default")), models[0]["name"])
@@ -94,15 +97,20 @@ def models_of(models: Any, host: str, boards: Iterable[str]) -> list[dict[str, A
     return ordered
 
 
-def board_models(
-    models: Any, hosts: Iterable[str], hostvars: Mapping[str, Mapping[str, Any]]
-) -> dict[str, list[str]]:
+def models_of(models: Any, host: str, boards: Iterable[str]) -> list[dict[str, Any]]:
+    """The entries ``host`` holds, its default first and marked ``default: true`` (others false)."""
+    board_list = list(boards)
+    return _held(_checked(models, board_list), host, board_list)
+
+
+def board_models(models: Any, hosts: Iterable[str], hostvars: HostVars) -> dict[str, list[str]]:
     """Each board's node name (npudure_agent_node_name, else the inventory name) -> the models it holds,
     its default first: the scheduler's ``boards[].models`` until the boards report their own."""
     host_list = list(hosts)
+    repository = _checked(models, host_list)
     out = {}
     for host in host_list:
-        held = models_of(models, host, host_list)
+        held = _held(repository, host, host_list)
         if held:
             out[str(hostvars.get(host, {}).get("npudure_agent_node_name", host))] = [e["name"] for e in held]
     return out
@@ -114,11 +122,12 @@ def model_holders(
     """Each model -> the agent addresses (ansible_host or the name, at PORT_VAR or DEFAULT_PORT) of the
     boards that hold it: what verify.yml's per-model answer check sends to."""
     host_list = list(hosts)
+    repository = _checked(models, host_list)
     out: dict[str, list[str]] = {}
     for host in host_list:
         hv = hostvars.get(host, {})
         address = f"{hv.get('ansible_host', host)}:{hv.get(port_var, default_port)}"
-        for entry in models_of(models, host, host_list):
+        for entry in _held(repository, host, host_list):
             out.setdefault(entry["name"], []).append(address)
     return out
 
