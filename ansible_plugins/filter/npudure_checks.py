@@ -185,14 +185,12 @@ def verify_problems(rows: Sequence[Row]) -> list[str]:
     boards = [row for row in rows if row.get("role") == "board"]
     # Boards of a model repository (#47) hold different models by design: each model must be the same
     # file wherever it is (``model_hashes``: name -> sha256), not every board the same default.
-    repository = any(len(row.get("model_hashes") or {}) > 1 for row in boards) or any(
-        row.get("model_hashes") and set(row["model_hashes"]) != set(boards[0].get("model_hashes") or {})
-        for row in boards
-    )
-    for name in sorted({m for row in boards for m in row.get("model_hashes") or {}}) if repository else ():
-        hashes = _unique(
-            row["model_hashes"][name] for row in boards if name in (row.get("model_hashes") or {})
-        )
+    held = [row.get("model_hashes") or {} for row in boards]
+    # A repository: a board serves several models, or boards that report theirs report different ones.
+    sets = {frozenset(models) for models in held if models}
+    repository = len(sets) > 1 or any(len(models) > 1 for models in sets)
+    for name in sorted(set().union(*sets)) if repository else ():
+        hashes = _unique(models[name] for models in held if name in models)
         if len(hashes) > 1:
             out.append(f"the boards differ in model {name}: {' / '.join(str(h)[:12] for h in hashes)}")
     for key, label in UNIFORM:
