@@ -92,8 +92,9 @@ def cap_factor(cap_mhz: int | None) -> float:
 
 
 class _SimContext(Context):
-    def __init__(self, backend: SimBackend, index: int) -> None:
+    def __init__(self, backend: SimBackend) -> None:
         self._backend = backend
+        # Seeded by a number unique on the board (not the pool slot): two models' contexts draw apart.
         self._rng = np.random.default_rng(backend.config.seed * 1000 + backend.npu.next_context())
         self._input: np.ndarray | None = None
         self.hung = False
@@ -155,7 +156,7 @@ class SimBackend(Backend):
         self._lock = threading.Lock()
         self._model_s_total = 0.0
         self._actual_s_total = 0.0
-        self._contexts: list[Context] = [_SimContext(self, i) for i in range(contexts)]
+        self._contexts: list[Context] = [_SimContext(self) for _ in range(contexts)]
         # Every context ever made, so FAULT_NONE also frees the calls of replaced ones.
         self._made: list[_SimContext] = list(self._contexts)  # type: ignore[arg-type]
 
@@ -180,7 +181,7 @@ class SimBackend(Backend):
         return any(ctx.hung for ctx in self._made)
 
     def new_context(self, index: int) -> Context:
-        ctx = _SimContext(self, index)
+        ctx = _SimContext(self)  # a new jitter stream, whatever slot it fills
         with self._lock:
             self._made.append(ctx)
         return ctx
