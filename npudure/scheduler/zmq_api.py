@@ -19,10 +19,12 @@ once; beyond that a frame is answered with zeros at once (Frigate counts it as e
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import socket as stdlib_socket
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Protocol
 
 import grpc
@@ -174,7 +176,7 @@ class ZmqApi:
         self._counters[code].inc()
         await socket.send_multipart([*envelope, *reply], copy=False)
 
-    async def _answer(self, body: list[memoryview], received: float) -> tuple[list[bytes], str]:
+    async def _answer(self, body: list[memoryview], received: float) -> tuple[Sequence[bytes], str]:
         """The reply ([header, tensor]) and the request's outcome as a gRPC code name."""
         if len(body) != 2:
             self._log.warn("zmq: a request of %d frames; Frigate sends [header, tensor]", len(body))
@@ -208,9 +210,11 @@ class ZmqApi:
         socket.send_multipart([*envelope, *_zeros(code)], copy=False)
 
 
-def _zeros(code: str) -> list[bytes]:
-    """Frigate's "nothing found", with the reason in the header."""
-    return [zmq_tensor.reply_header(code), zmq_tensor.EMPTY_REPLY]
+@functools.cache
+def _zeros(code: str) -> tuple[bytes, bytes]:
+    """Frigate's "nothing found", with the reason in the header: made once per code, since under
+    overload most frames get one."""
+    return zmq_tensor.reply_header(code), zmq_tensor.EMPTY_REPLY
 
 
 def _split(parts: list[zmq.Frame]) -> tuple[list[bytes] | None, list[memoryview]]:
