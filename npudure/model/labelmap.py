@@ -14,7 +14,7 @@ from pathlib import Path
 from npudure.backends.base import BackendError
 from npudure.backends.rknn import model_record
 from npudure.config import AgentConfig
-from npudure.vision.labels import COCO80, NamesError, parse_names
+from npudure.vision.labels import COCO80, NamesError, labelmap_text, parse_names
 
 
 class LabelmapError(Exception):
@@ -59,5 +59,6 @@ def _onnx_names(model: Path) -> tuple[str, ...]:
 
 
 def render(names: tuple[str, ...]) -> str:
-    """The labelmap text, as Frigate's own files write it (``<id>  <name>``)."""
-    return "".join(f"{i}  {name or f'class{i}'}\n" for i, name in enumerate(names))
+    """The labelmap text, as Frigate's own files write it (``<id>  <name>``): the same text the
+    scheduler's /v1/vision/labelmap route serves."""
+    return labelmap_text(names)
