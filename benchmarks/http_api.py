@@ -205,6 +205,7 @@ def main() -> int:
         zmq_api=api == "zmq",
         scheduler_overrides=patient if api == "zmq" else {},
     ) as cluster:
+        cluster_policy = cluster.policy
         figures = asyncio.run(measure(cluster, args))
     invalid = {k: sum(not r["valid"] for r in v) for k, v in figures["runs"].items()}
     runs = {k: [r for r in v if r["valid"]] or v for k, v in figures["runs"].items()}
@@ -249,6 +250,8 @@ def main() -> int:
             if api == "zmq"
             else "the same JPEG bytes, ENCODING_JPEG (the boards decode and letterbox on both paths)"
         ),
+        "mode": "central (through the scheduler)",
+        "policy": cluster_policy,
         "open_loop_rate_per_s": args.rate,
         "closed_loop_concurrency": args.concurrency,
         "duration_s": args.duration,

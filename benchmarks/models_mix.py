@@ -98,6 +98,7 @@ def main() -> int:
     with LocalCluster(
         boards=args.boards, models=models, contexts=args.contexts, time_scale=args.time_scale
     ) as cluster:
+        policy = cluster.policy
         runs = asyncio.run(measure(cluster, args))
     valid = {k: [r for r in v if r["valid"]] for k, v in runs.items()}
     one = float(np.median([r["throughput_inf_per_s"] for r in valid["one_model"]] or [np.nan]))
@@ -107,6 +108,8 @@ def main() -> int:
         "contexts_per_model": args.contexts,
         "time_scale": args.time_scale,
         "load": f"closed loop, {args.concurrency} requests out, JPEG 640x640 synthetic frames",
+        "mode": "central (through the scheduler), gRPC",
+        "policy": policy,
         "duration_s": args.duration,
         "warmup_s": args.warmup,
         "repetitions": args.repetitions,
