@@ -2,7 +2,7 @@
 VENV := .venv/bin
 export PATH := $(CURDIR)/$(VENV):$(PATH)
 BOARDS ?= 3
-LINT_PATHS := npudure ansible_plugins tests scripts roles $(wildcard benchmarks)
+LINT_PATHS := npudure workshop ansible_plugins tests scripts roles $(wildcard benchmarks)
 
 .PHONY: bootstrap demo test lint typecheck proto lock local lab-up lab-down bench-forwarding
 

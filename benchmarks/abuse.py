@@ -27,9 +27,9 @@ import grpc  # noqa: E402
 from helpers import abuse_clients as clients  # noqa: E402
 from helpers import jpeg_bombs  # noqa: E402
 
-from npudure.lab.local import LocalCluster, free_port  # noqa: E402
 from npudure.proto import contract  # noqa: E402
 from npudure.proto import inference_pb2 as pb  # noqa: E402
+from npudure_workshop.lab.local import LocalCluster, free_port  # noqa: E402
 
 METRICS_PORT = free_port()
 

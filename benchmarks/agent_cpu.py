@@ -50,16 +50,16 @@ from typing import Any
 import grpc
 
 from npudure.agent.cpu_account import STAGES, THREADS
-from npudure.bench.cpu import host_cpu_busy_s, host_others, process_cpu_s
-from npudure.bench.fmt import f, text_table
-from npudure.bench.results import write_json
-from npudure.bench.validity import HOST_MAX_STEAL_FRACTION
-from npudure.lab.local import free_port
 from npudure.proto import contract
 from npudure.proto import inference_pb2 as pb
 from npudure.security import pki
 from npudure.service.runtime import MALLOC_TUNING
 from npudure.vision import frames
+from npudure_workshop.bench.cpu import host_cpu_busy_s, host_others, process_cpu_s
+from npudure_workshop.bench.fmt import f, text_table
+from npudure_workshop.bench.results import write_json
+from npudure_workshop.bench.validity import HOST_MAX_STEAL_FRACTION
+from npudure_workshop.lab.local import free_port
 
 MAX_MESSAGE = 16 * 1024 * 1024
 # Thread-clock reads per OK raw frame: parse 2, check 2, decode 2, reply 2, serialize 2, pool 2, sim 4.

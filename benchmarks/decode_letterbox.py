@@ -22,10 +22,10 @@ import time
 
 from PIL import Image
 
-from npudure.bench.fmt import text_table
-from npudure.model import photos
 from npudure.proto import inference_pb2 as pb
 from npudure.vision.frames import decode_for_model
+from npudure_workshop.bench.fmt import text_table
+from npudure_workshop.model import photos
 
 SOURCES = [(1920, 1080), (2560, 1440), (1280, 720), (640, 640), (320, 320)]
 

@@ -37,14 +37,14 @@ from typing import Any
 
 import numpy as np
 
-from npudure.bench.forwarding.generator import CLIENT_CONNECTIONS, FRAME_SHAPE, Generator
-from npudure.bench.forwarding.meter import Plan, pin, plan_pinning
-from npudure.bench.forwarding.nginx import Nginx, nginx_version
-from npudure.bench.forwarding.phases import capacity_phase, latency_phase, summarize
-from npudure.bench.forwarding.report import report
-from npudure.bench.forwarding.routing import routing_microbench
-from npudure.bench.results import write_json
 from npudure.service.runtime import MALLOC_TUNING
+from npudure_workshop.bench.forwarding.generator import CLIENT_CONNECTIONS, FRAME_SHAPE, Generator
+from npudure_workshop.bench.forwarding.meter import Plan, pin, plan_pinning
+from npudure_workshop.bench.forwarding.nginx import Nginx, nginx_version
+from npudure_workshop.bench.forwarding.phases import capacity_phase, latency_phase, summarize
+from npudure_workshop.bench.forwarding.report import report
+from npudure_workshop.bench.forwarding.routing import routing_microbench
+from npudure_workshop.bench.results import write_json
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -133,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM cleans up like Ctrl-C: finally blocks run
     from npudure.client.routes import RouteError, fetch_route
-    from npudure.lab.local import LocalCluster, free_port
+    from npudure_workshop.lab.local import LocalCluster, free_port
 
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)

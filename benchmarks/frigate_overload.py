@@ -40,10 +40,10 @@ import requests
 from PIL import Image
 
 from npudure.backends import sim_npu
-from npudure.bench.cpu import host_cpu_busy_s, host_window
-from npudure.bench.frigate import FrigateDetector
-from npudure.lab.local import LocalCluster
 from npudure.vision.frames import synthetic_frame
+from npudure_workshop.bench.cpu import host_cpu_busy_s, host_window
+from npudure_workshop.bench.frigate import FrigateDetector
+from npudure_workshop.lab.local import LocalCluster
 
 ZMQ_TIMEOUT_MS = 200  # Frigate's zmq detector default (request_timeout_ms)
 HTTP_TIMEOUT_S = 0.1  # Frigate's deepstack detector default (api_timeout)

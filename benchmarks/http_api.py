@@ -46,15 +46,15 @@ from pathlib import Path
 
 import numpy as np
 
-from npudure.bench.cpu import host_cpu_busy_s, host_window, process_cpu_s
-from npudure.bench.http_load import HttpTarget, http_frame_set
-from npudure.bench.load import LoadResult, LoadTarget, Target, closed_loop, open_loop
-from npudure.bench.payloads import make_frame_set
-from npudure.bench.samples import STAGES
-from npudure.bench.stats import pooled_latency_stats
-from npudure.bench.zmq_load import ZmqTarget, zmq_frame_set
-from npudure.lab.local import LocalCluster
 from npudure.proto import inference_pb2 as pb
+from npudure_workshop.bench.cpu import host_cpu_busy_s, host_window, process_cpu_s
+from npudure_workshop.bench.http_load import HttpTarget, http_frame_set
+from npudure_workshop.bench.load import LoadResult, LoadTarget, Target, closed_loop, open_loop
+from npudure_workshop.bench.payloads import make_frame_set
+from npudure_workshop.bench.samples import STAGES
+from npudure_workshop.bench.stats import pooled_latency_stats
+from npudure_workshop.bench.zmq_load import ZmqTarget, zmq_frame_set
+from npudure_workshop.lab.local import LocalCluster
 
 FRIGATE_TIMEOUT_MS = 100.0
 # A run during which the host's CPU was idle less than this measured the host, not the API.
@@ -175,7 +175,7 @@ def median(runs: list[dict], key: str) -> float:
 
 
 def pooled(runs: list[dict], key: str) -> float:
-    """A percentile over every sample of these runs together (npudure.bench.stats: the honest tail)."""
+    """A percentile over every sample of these runs (npudure_workshop.bench.stats: the honest tail)."""
     value = pooled_latency_stats(np.asarray(r["latencies_ms"]) for r in runs)[key]
     return float("nan") if value is None else value
 

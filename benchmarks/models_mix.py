@@ -6,9 +6,9 @@ nothing.
 One cluster of ``--boards`` real `sim` agents (**EMULATED NPU**; a sim model is a name, both models cost
 the same per frame) and a real scheduler on loopback, every board holding both models. Runs interleave:
 a closed loop at ``--concurrency`` requests out naming one model, then the same loop with the frames
-naming the two models in turn (``npudure.bench.payloads.with_models``). Both must saturate the emulated
-NPU, or the second model's own contexts would add capacity the first left unused: 8 contexts per model
-(the measured operating point) and 2 requests out per context of one model. A run during which
+naming the two models in turn (``npudure_workshop.bench.payloads.with_models``). Both must saturate the
+emulated NPU, or the second model's own contexts would add capacity the first left unused: 8 contexts
+per model (the measured operating point) and 2 requests out per context of one model. A run during which
 the host's CPU was idle < 10 % is marked invalid (its throughput measures the host).
 
     .venv/bin/python benchmarks/models_mix.py --boards 3 --duration 8 --repetitions 3 --out build/mix.json
@@ -27,10 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
-from npudure.bench.cpu import host_cpu_busy_s, host_window
-from npudure.bench.load import Target, closed_loop
-from npudure.bench.payloads import make_frame_set, with_models
-from npudure.lab.local import LocalCluster
+from npudure_workshop.bench.cpu import host_cpu_busy_s, host_window
+from npudure_workshop.bench.load import Target, closed_loop
+from npudure_workshop.bench.payloads import make_frame_set, with_models
+from npudure_workshop.lab.local import LocalCluster
 
 MIN_IDLE_FRACTION = 0.10
 MODELS = ("general", "plates")

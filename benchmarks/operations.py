@@ -15,8 +15,8 @@ Prints, with the conditions:
   version, UP again; then the scheduler handed over to a process of the new version. The processes
   import npudure from one folder that is switched to the new copy, as a venv is reinstalled on a board.
 
-The load is ``npudure.faults.operations.run_operation`` (the fault suite's generator and analysis);
-the cluster is ``npudure.lab.local.LocalCluster`` (sim agents: an EMULATED NPU).
+The load is ``npudure_workshop.faults.operations.run_operation`` (the fault suite's generator and analysis);
+the cluster is ``npudure_workshop.lab.local.LocalCluster`` (sim agents: an EMULATED NPU).
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/operations.py            # ~40 s
     PYTHONPATH=$PWD .venv/bin/python benchmarks/operations.py --restarts 3
@@ -42,15 +42,15 @@ import numpy as np
 import yaml
 
 from npudure import __version__
-from npudure.bench.payloads import FrameSet
 from npudure.client.admin import board_state, set_drain
-from npudure.faults.fleet import frozen_source
-from npudure.faults.operations import OperationResult, run_operation, table
-from npudure.lab.local import LocalCluster, wait_serving
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
 from npudure.service import handover
+from npudure_workshop.bench.payloads import FrameSet
+from npudure_workshop.faults.fleet import frozen_source
+from npudure_workshop.faults.operations import OperationResult, run_operation, table
+from npudure_workshop.lab.local import LocalCluster, wait_serving
 
 FRAME = pb.InferRequest(
     encoding=pb.ENCODING_RAW_RGB, frame=np.zeros((640, 640, 3), np.uint8).tobytes()

@@ -22,9 +22,9 @@ from pathlib import Path
 import grpc
 
 from npudure.client.routes import fetch_route
-from npudure.lab.local import LocalCluster
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
+from npudure_workshop.lab.local import LocalCluster
 
 HERE = Path(__file__).resolve().parent / "grpcjs"
 PROTO = Path(__file__).resolve().parents[1] / "npudure" / "proto" / "inference.proto"

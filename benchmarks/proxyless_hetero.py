@@ -33,17 +33,17 @@ from typing import Any
 import grpc
 import numpy as np
 
-from npudure.bench.fmt import text_table
-from npudure.bench.load import LoadTarget, Target, closed_loop
-from npudure.bench.results import write_json
 from npudure.client.proxyless import ProxylessTarget
 from npudure.client.routes import fetch_route_on
-from npudure.faults.analysis import error_codes
-from npudure.lab.local import LocalCluster
 from npudure.proto import contract
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
+from npudure_workshop.bench.fmt import text_table
+from npudure_workshop.bench.load import LoadTarget, Target, closed_loop
+from npudure_workshop.bench.results import write_json
+from npudure_workshop.faults.analysis import error_codes
+from npudure_workshop.lab.local import LocalCluster
 
 CAP_MHZ = 816
 OPTIONS = contract.message_size_options(16 << 20)

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
-from npudure.faults.background import BackgroundLoad
-from npudure.lab.local import LocalCluster
 from npudure.proto import inference_pb2 as pb
 from npudure.service import memprofile
+from npudure_workshop.faults.background import BackgroundLoad
+from npudure_workshop.lab.local import LocalCluster
 
 
 def rss_mib(pid: int) -> float:

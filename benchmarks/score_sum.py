@@ -35,11 +35,11 @@ from pathlib import Path
 
 import numpy as np
 
-from npudure.bench.fmt import text_table
-from npudure.model import simcheck
-from npudure.model.build import ensure_model
-from npudure.model.convert import check_set, inspect_source, npu_graph
 from npudure.vision.postprocess import postprocess
+from npudure_workshop.bench.fmt import text_table
+from npudure_workshop.model import simcheck
+from npudure_workshop.model.build import ensure_model
+from npudure_workshop.model.convert import check_set, inspect_source, npu_graph
 
 THRESHOLD = 0.25
 KEYS = ("max", "sum", "prefilter", "sum threshold", "postprocess")

@@ -2,10 +2,12 @@
 
 __version__ = "0.1.0"
 
+from typing import Any
+
 __all__ = ["__version__", "connect"]
 
 
-def __getattr__(name: str):  # lazy: `import npudure` stays light (no grpc) for the CLI and Ansible
+def __getattr__(name: str) -> Any:  # lazy: `import npudure` stays light (no grpc) for the CLI and Ansible
     if name == "connect":
         from npudure.client.proxyless import connect
 

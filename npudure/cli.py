@@ -1,7 +1,9 @@
 """The ``npudure`` command. Each subcommand lives in its own module, imported only when chosen,
 so ``npudure affinity plan`` on a board never imports gRPC servers or ONNX Runtime.
 
-A subcommand module provides ``add_arguments(parser)`` and ``run(args) -> int``.
+A subcommand module provides ``add_arguments(parser)`` and ``run(args) -> int``. The workshop's commands
+(bench, lab, local, model, faults) live in the ``npudure_workshop`` package, which boards do not install:
+they are named here as strings only (the runtime never imports the workshop; [tool.importlinter]).
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ COMMANDS: dict[str, Command] = {
         "npudure scheduler --config /etc/npudure/scheduler.yml",
     ),
     "local": Command(
-        "npudure.lab.local",
+        "npudure_workshop.lab.local",
         "start a scheduler and N agents on loopback (no root, no boards)",
         "npudure local --boards 3 --backend sim --policy least_inflight",
     ),
@@ -89,7 +91,7 @@ COMMANDS: dict[str, Command] = {
         "npudure admin drain --target 127.0.0.1:50050 --node board1",
     ),
     "bench": Command(
-        "npudure.bench.cli",
+        "npudure_workshop.bench.cli",
         "measure a running cluster: saturation, scaling, heterogeneity",
         "npudure bench run --target 127.0.0.1:50050 --quick",
     ),
@@ -99,12 +101,12 @@ COMMANDS: dict[str, Command] = {
         "npudure affinity plan --json",
     ),
     "model": Command(
-        "npudure.model.cli",
+        "npudure_workshop.model.cli",
         "build the YOLOv8n ONNX model (no download) and inspect models",
         "npudure model build",
     ),
     "lab": Command(
-        "npudure.lab.cli",
+        "npudure_workshop.lab.cli",
         "the emulated fleet: boards as systemd-nspawn containers (root)",
         "sudo npudure lab up --boards 3",
     ),
@@ -114,7 +116,9 @@ COMMANDS: dict[str, Command] = {
         "npudure pki init-ca --dir ~/.config/npudure/ca",
     ),
     "faults": Command(
-        "npudure.faults.cli", "fault suite and soak on the emulated fleet (root)", "sudo npudure faults run"
+        "npudure_workshop.faults.cli",
+        "fault suite and soak on the emulated fleet (root)",
+        "sudo npudure faults run",
     ),
 }
 

@@ -31,14 +31,15 @@ if [[ ! -x .venv/bin/python ]]; then
   "$PYTHON" -m venv .venv
 fi
 # Everything comes from requirements/controller.lock, pinned and checked by sha256 (--require-hashes):
-# the environment is the one the lock's commit was tested with, whatever PyPI released since. npudure
-# itself is installed editable on top, without resolving anything (scripts/lock.sh regenerates the lock).
+# the environment is the one the lock's commit was tested with, whatever PyPI released since. The two
+# wings, the runtime (npudure) and the controller's workshop (workshop/, npudure-workshop), are installed
+# editable on top, without resolving anything (scripts/lock.sh regenerates the lock).
 stamp=.venv/.npudure-installed
 lock=requirements/controller.lock
-if [[ ! -f $stamp || pyproject.toml -nt $stamp || $lock -nt $stamp ]]; then
-  echo "bootstrap: installing npudure and its tools into .venv (from $lock)"
+if [[ ! -f $stamp || pyproject.toml -nt $stamp || workshop/pyproject.toml -nt $stamp || $lock -nt $stamp ]]; then
+  echo "bootstrap: installing npudure, its workshop and their tools into .venv (from $lock)"
   .venv/bin/python -m pip install -q --require-hashes -r "$lock"
-  .venv/bin/python -m pip install -q --no-deps --no-build-isolation -e .
+  .venv/bin/python -m pip install -q --no-deps --no-build-isolation -e . -e ./workshop
   .venv/bin/python -m pip check >/dev/null || {
     echo "bootstrap: $lock does not satisfy pyproject.toml's dependencies; run 'make lock'" >&2
     .venv/bin/python -m pip check >&2

@@ -16,7 +16,7 @@ if [[ -n ${NPUDURE_TIME_SCALE:-} ]]; then
   time_scale=$NPUDURE_TIME_SCALE
   echo "demo: time scale $time_scale (from NPUDURE_TIME_SCALE)"
 else
-  time_scale=$(python -m npudure.lab.timescale --boards "$boards") # prints why on stderr
+  time_scale=$(python -m npudure_workshop.lab.timescale --boards "$boards") # prints why on stderr
 fi
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
@@ -34,7 +34,7 @@ ansible-playbook -i "$inventory" playbooks/benchmark.yml -e npudure_bench_durati
 latest=$(ls -1td results/*/ 2>/dev/null | head -n 1)
 if [[ -n $latest && -f $latest/summary.json ]]; then
   step "summary ($latest)"
-  python -m npudure.lab.demo_summary "$latest/summary.json" --time-scale "$time_scale"
+  python -m npudure_workshop.lab.demo_summary "$latest/summary.json" --time-scale "$time_scale"
 fi
 cat <<MSG
 

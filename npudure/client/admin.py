@@ -59,7 +59,10 @@ def _rpc_error(target: str, what: str, exc: grpc.RpcError) -> AdminError:
 def set_drain(channel: grpc.Channel, node: str, drain: bool, timeout_s: float) -> pb.ClusterStatus:
     """DrainNode, repeated while the scheduler hands over or restarts (UNAVAILABLE, bounded)."""
     request = pb.DrainNodeRequest(node=node, drain=drain)
-    return retrying(lambda: rpc.ClusterStub(channel).DrainNode(request, timeout=timeout_s))
+    status: pb.ClusterStatus = retrying(
+        lambda: rpc.ClusterStub(channel).DrainNode(request, timeout=timeout_s)
+    )
+    return status
 
 
 def board_state(status: pb.ClusterStatus, node: str) -> str | None:
@@ -92,8 +95,8 @@ def poll_until(
     read: Callable[[], tuple[bool, str]],
     timeout_s: float,
     interval_s: float,
-    clock=time.monotonic,
-    sleep=time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> str:
     """Calls ``read`` (-> done, what it saw) until done or ``timeout_s``; returns the last sighting.
     Raises AdminError with that sighting on timeout."""

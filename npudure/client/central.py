@@ -128,7 +128,8 @@ class Central:
         self.stub = rpc.InferenceStub(self._channel)
 
     def infer(self, request: pb.InferRequest, timeout: float | None = None) -> pb.InferResponse:
-        return self.stub.Infer(request, timeout=timeout)
+        reply: pb.InferResponse = self.stub.Infer(request, timeout=timeout)
+        return reply
 
     def close(self) -> None:
         self._channel.close()

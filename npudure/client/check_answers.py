@@ -95,7 +95,8 @@ def board_status(address: str, timeout_s: float) -> pb.NodeStatus | None:
     """The agent's status for the advice line (model sha256, runtime, contexts); None if it will not say."""
     try:
         with security.channel(address) as channel:
-            return rpc.NodeStub(channel).GetStatus(pb.NodeStatusRequest(), timeout=timeout_s)
+            status: pb.NodeStatus = rpc.NodeStub(channel).GetStatus(pb.NodeStatusRequest(), timeout=timeout_s)
+            return status
     except grpc.RpcError:
         return None
 

@@ -290,14 +290,16 @@ class Proxyless:
         with self._lock:
             route, stubs = self._table.route, self._stubs
         if route is None or not route.models:
-            return self.stub.Infer(request, timeout=timeout)
+            reply: pb.InferResponse = self.stub.Infer(request, timeout=timeout)
+            return reply
         target, name = route.target_for(request.model)
         if name != request.model:
             named = pb.InferRequest()
             named.CopyFrom(request)
             named.model = name
             request = named
-        return stubs[target].Infer(request, timeout=timeout)
+        routed: pb.InferResponse = stubs[target].Infer(request, timeout=timeout)
+        return routed
 
     def _refresh_loop(self, control: grpc.Channel) -> None:
         while not self._stop.wait(self._table.refresh_interval_s):

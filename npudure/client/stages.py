@@ -2,7 +2,7 @@
 
 Nine come back in every response's ``StageTiming`` (the scheduler and the board fill them in). The
 last two need the client's own call time: :func:`complete_client_stages` derives them from it, so a
-harness that stores every ``StageTiming`` field per request (npudure.bench.samples) records all 11.
+harness that stores every ``StageTiming`` field per request (npudure_workshop.bench.samples) records all 11.
 Network time is always a call time minus the callee's own reported total, never a difference of two
 machines' clocks.
 """

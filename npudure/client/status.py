@@ -21,11 +21,15 @@ def fetch_status(target: str, timeout_s: float = 5.0) -> pb.ClusterStatus | pb.N
     """ClusterStatus when ``target`` is a scheduler, NodeStatus when it is an agent."""
     with security.channel(target) as channel:
         try:
-            return rpc.ClusterStub(channel).GetClusterStatus(pb.ClusterStatusRequest(), timeout=timeout_s)
+            cluster: pb.ClusterStatus = rpc.ClusterStub(channel).GetClusterStatus(
+                pb.ClusterStatusRequest(), timeout=timeout_s
+            )
+            return cluster
         except grpc.RpcError as exc:
             if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
                 raise
-        return rpc.NodeStub(channel).GetStatus(pb.NodeStatusRequest(), timeout=timeout_s)
+        node: pb.NodeStatus = rpc.NodeStub(channel).GetStatus(pb.NodeStatusRequest(), timeout=timeout_s)
+        return node
 
 
 def _reading(r: pb.Reading) -> str:

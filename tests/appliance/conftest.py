@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from helpers import ansible
-from helpers.ansible import ROOT
 from helpers.lab_fleet import SharedLab
+
+from npudure_workshop.faults.fleet import frozen_source
 
 # The modules that need the 3-board lab up: one lab, booted once per session, serves them all (each
 # provisions it as it needs; on a lab that is up that costs a fraction of booting and the first
@@ -78,9 +78,4 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     The wheelhouse rebuilds the npudure wheel whenever the sources change, and the idempotence step
     would then rightly report changes if someone edits the tree during the test.
     """
-    snapshot = tmp_path_factory.mktemp("source")
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
-        if (ROOT / name).is_file():
-            shutil.copy2(ROOT / name, snapshot / name)
-    shutil.copytree(ROOT / "npudure", snapshot / "npudure", ignore=shutil.ignore_patterns("__pycache__"))
-    return snapshot
+    return frozen_source(tmp_path_factory.mktemp("source"))

@@ -23,11 +23,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from npudure.faults.fleet import ansible_env
-from npudure.lab import Lab, LabError, network
-from npudure.lab.binfmt import can_run_arm64
-from npudure.lab.host import missing_packages
-from npudure.model.build import cache_dir
+from npudure_workshop.faults.fleet import ansible_env
+from npudure_workshop.lab import Lab, LabError, network
+from npudure_workshop.lab.binfmt import can_run_arm64
+from npudure_workshop.lab.host import missing_packages
+from npudure_workshop.model.build import cache_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

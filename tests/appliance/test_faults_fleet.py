@@ -18,18 +18,18 @@ import grpc
 import pytest
 from helpers.lab_fleet import provisioned
 
-from npudure.bench.samples import from_raw
-from npudure.faults.analysis import (
+from npudure.proto import inference_pb2 as pb
+from npudure_workshop.bench.samples import from_raw
+from npudure_workshop.faults.analysis import (
     Timeline,
     analyse_board_fault,
     analyse_scheduler_restart,
     table,
 )
-from npudure.faults.background import Poll
-from npudure.faults.runner import pick_boards
-from npudure.faults.scenarios import FAULTS, parse_faults
-from npudure.faults.soak import Bounds, ProcSample, parse_probe, verdict
-from npudure.proto import inference_pb2 as pb
+from npudure_workshop.faults.background import Poll
+from npudure_workshop.faults.runner import pick_boards
+from npudure_workshop.faults.scenarios import FAULTS, parse_faults
+from npudure_workshop.faults.soak import Bounds, ProcSample, parse_probe, verdict
 
 UNAVAILABLE = grpc.StatusCode.UNAVAILABLE.value[0]
 DEADLINE = grpc.StatusCode.DEADLINE_EXCEEDED.value[0]
@@ -178,8 +178,8 @@ def fleet(shared_lab) -> Iterator:
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_every_fault_under_load_costs_no_request(fleet, tmp_path: Path) -> None:
-    from npudure.bench.payloads import make_frame_set
-    from npudure.faults.runner import Suite, Timing
+    from npudure_workshop.bench.payloads import make_frame_set
+    from npudure_workshop.faults.runner import Suite, Timing
 
     specs = parse_faults("all")
     timing = Timing(baseline_s=3.0, hold_s=3.0, recovery_budget_s=12.0)
@@ -214,8 +214,8 @@ def test_every_fault_under_load_costs_no_request(fleet, tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_one_minute_soak_stays_within_bounds(fleet, tmp_path: Path) -> None:
-    from npudure.bench.payloads import make_frame_set
-    from npudure.faults.soak import report, run_soak
+    from npudure_workshop.bench.payloads import make_frame_set
+    from npudure_workshop.faults.soak import report, run_soak
 
     soak = run_soak(fleet, make_frame_set("raw", 4, 0), 6, 1.0, tmp_path, interval_s=10.0)
     print(report(soak))

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from npudure.lab import Lab, LabError, network
-from npudure.lab import board as boardmod
-from npudure.lab.host import missing_packages
+from npudure_workshop.lab import Lab, LabError, network
+from npudure_workshop.lab import board as boardmod
+from npudure_workshop.lab.host import missing_packages
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(400)]
 
@@ -75,7 +75,7 @@ def test_boards_have_distinct_identity_and_addresses(lab):
 
 
 def test_inventory_carries_the_time_scale_picked_for_this_host(lab):
-    from npudure.lab import timescale
+    from npudure_workshop.lab import timescale
 
     inv = yaml.safe_load(lab.inventory_path.read_text())
     picked, _why = timescale.pick(2, os.cpu_count() or 1)

@@ -1,6 +1,6 @@
 """Operator scenarios on the emulated fleet (root): a rolling change through playbooks/site.yml under
 load in both modes at once (one closed loop through the scheduler, one proxyless), judged by
-npudure.faults.operations: no failed request and no stretch of 0.5 s (in the boards' time: 0.73 s at
+npudure_workshop.faults.operations: no failed request and no stretch of 0.5 s (in the boards' time: 0.73 s at
 the lab's time scale 10, operations.gap_limit_s) or more without a reply (less
 any part of it during which the load generator's own process was stalled: then it measured nothing).
 Also a scheduler restart (systemctl restart) under the same load, and a board leaving, the token
@@ -19,13 +19,14 @@ from pathlib import Path
 import pytest
 from helpers.lab_fleet import provisioned
 
-from npudure.faults import fleet as fleetmod
-from npudure.faults.operations import gap_limit_s
+from npudure_workshop.faults import fleet as fleetmod
+from npudure_workshop.faults.operations import gap_limit_s
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
-# The lab's boards are this much slower than a board (npudure.faults.fleet.DEFAULT_OVERRIDES); a change may
-# leave clients without a reply for MAX_GAP_S in the boards' time (npudure.faults.operations.gap_limit_s).
+# The lab's boards are this much slower than a board (npudure_workshop.faults.fleet.DEFAULT_OVERRIDES); a
+# change may leave clients without a reply for MAX_GAP_S in the boards' time
+# (npudure_workshop.faults.operations.gap_limit_s).
 TIME_SCALE = float(fleetmod.DEFAULT_OVERRIDES["npudure_agent_sim_time_scale"])  # type: ignore[arg-type]
 GAP_LIMIT_S = gap_limit_s(TIME_SCALE)
 
@@ -42,7 +43,7 @@ def fleet(shared_lab) -> Iterator:
 
 HTTP_API_PORT = 50080  # roles/npudure_scheduler: npudure_scheduler_http_api_port
 PROMETHEUS_PORT = 9090  # roles/npudure_monitoring: npudure_monitoring_port
-SCRAPE_S = 5.0  # npudure.lab.inventory.SCRAPE_INTERVAL (scrape and evaluation interval)
+SCRAPE_S = 5.0  # npudure_workshop.lab.inventory.SCRAPE_INTERVAL (scrape and evaluation interval)
 BOARD_DOWN_FOR_S = 60.0  # monitoring/rules/npudure-alerts.yml: NpudureBoardDown's for:
 
 
@@ -51,11 +52,11 @@ def _expected_predictions(data: bytes, min_confidence: float) -> list[dict]:
     board's decode and letterbox, the sim backend's SYNTHETIC boxes for that input, the inverse
     letterbox, then the API's filter, order and rounding."""
     from npudure.backends.sim import synthetic_detections
-    from npudure.lab.inventory import SYNTHETIC_DETECTIONS
     from npudure.proto import inference_pb2 as pb
     from npudure.scheduler import deepstack
     from npudure.vision.frames import decode_for_model
     from npudure.vision.labels import COCO80
+    from npudure_workshop.lab.inventory import SYNTHETIC_DETECTIONS
 
     image, geometry = decode_for_model(pb.ENCODING_JPEG, data)
     rows = geometry.to_source(synthetic_detections(image, SYNTHETIC_DETECTIONS))
@@ -132,7 +133,7 @@ def test_the_labs_scheduler_serves_frigates_zmq_detector_with_the_boxes_of_the_h
     side = 320
     picture = synthetic_frame(2, side)
     sched = fleet.lab.node("sched").address
-    # The patient client: the scheduler's deadline decides (5 s in the lab: npudure.lab.inventory).
+    # The patient client: the scheduler's deadline decides (5 s in the lab: npudure_workshop.lab.inventory).
     with FrigateDetector(f"tcp://{sched}:{ZMQ_PORT}", request_timeout_ms=10_000) as detector:
         rows = detector.detect_raw(picture[None])
         assert detector.timeouts == 0
@@ -255,10 +256,10 @@ def test_a_board_capped_under_load_fires_clock_divergence_and_it_resolves_when_t
     import threading
     import time
 
-    from npudure.bench.payloads import make_frame_set
-    from npudure.faults.background import BackgroundLoad
-    from npudure.faults.scenarios import FAULTS
-    from npudure.lab.inventory import ALERT_FOR
+    from npudure_workshop.bench.payloads import make_frame_set
+    from npudure_workshop.faults.background import BackgroundLoad
+    from npudure_workshop.faults.scenarios import FAULTS
+    from npudure_workshop.lab.inventory import ALERT_FOR
 
     for_s = float(ALERT_FOR["NpudureBoardClockDiverging"].rstrip("s"))
     # avg_over_time(...[2m]) of a clock capped from full speed to SLOW_CAP_MHZ crosses 85 % of the
@@ -337,7 +338,7 @@ def _playbook(inventory: Path, name: str, extra: dict, log: Path, *args: str) ->
     import json
     import subprocess
 
-    from npudure.faults import fleet as fleetmod
+    from npudure_workshop.faults import fleet as fleetmod
 
     argv = [str(fleetmod.BIN / "ansible-playbook"), "-i", str(inventory), "-e", json.dumps(extra), *args]
     done = subprocess.run(
@@ -375,7 +376,7 @@ def _assert_no_request_lost(results, central_gap_is_reported: bool = False) -> N
 
 def _step(fleet, frames, tmp_path: Path, scenario: str, action, **kw) -> list:
     """``action`` under load in both modes (run_operation, 3 in flight, budget 900 s); its table printed."""
-    from npudure.faults.operations import run_operation, table
+    from npudure_workshop.faults.operations import run_operation, table
 
     results = run_operation(
         fleet.scheduler, scenario, action, frames, 3, tmp_path, budget_s=900, time_scale=TIME_SCALE, **kw
@@ -388,7 +389,7 @@ def _board_joins(step, scenario: str, inventory: Path, board: str, extra: dict, 
     """site.yml limited to ``board`` and the scheduler (docs/operations.md, Add a board) under load: no
     request lost, and the board serves through the scheduler. Returns the latest of the modes' seconds
     from the play's end to its first served request (negative: it served before the play ended)."""
-    from npudure.faults import fleet as fleetmod
+    from npudure_workshop.faults import fleet as fleetmod
 
     joined = step(
         scenario,
@@ -423,7 +424,7 @@ def _second_controller(dest: Path) -> tuple[Path, Path]:
     import json
     import shutil
 
-    from npudure.faults import fleet as fleetmod
+    from npudure_workshop.faults import fleet as fleetmod
 
     tree = dest / "clone"
     tree.mkdir(parents=True)
@@ -503,7 +504,7 @@ def test_a_second_controller_provisions_the_same_fleet_with_nothing_changed(flee
 
     from helpers.ansible import recap
 
-    from npudure.faults import fleet as fleetmod
+    from npudure_workshop.faults import fleet as fleetmod
 
     tree, inventory = _second_controller(tmp_path / "controller2")
     secrets = {
@@ -575,8 +576,8 @@ def test_a_fourth_board_joins_under_load_and_leaves_again(fleet, tmp_path: Path)
     board4 into the running lab and puts it in the inventory's boards group; site.yml limited to it and
     the scheduler (docs/operations.md, Add a board) installs it and the scheduler takes it in by a reload
     (same scheduler PID, no agent restarted); then remove-board.yml takes it out again. 0 failed in both."""
-    from npudure.bench.payloads import make_frame_set
-    from npudure.faults import fleet as fleetmod
+    from npudure_workshop.bench.payloads import make_frame_set
+    from npudure_workshop.faults import fleet as fleetmod
 
     inventory = fleet.lab.inventory_path
     assert inventory is not None
@@ -619,8 +620,8 @@ def test_a_fourth_board_joins_under_load_and_leaves_again(fleet, tmp_path: Path)
 def test_a_scheduler_restart_under_load_costs_no_request(fleet, tmp_path: Path) -> None:
     """systemctl restart npudure-scheduler on the scheduler host: central clients (the harness's
     waitForReady channel config, as the README's) wait it out, proxyless ones keep their boards."""
-    from npudure.bench.payloads import make_frame_set
-    from npudure.faults.operations import run_operation, table
+    from npudure_workshop.bench.payloads import make_frame_set
+    from npudure_workshop.faults.operations import run_operation, table
 
     before = _sched_pid(fleet)
 
@@ -668,8 +669,8 @@ def test_a_scheduler_handover_under_load_costs_no_request(fleet, tmp_path: Path)
     the same port, systemd follows MAINPID= to it (NotifyAccess=all), the old one steps down. Central
     clients see no stretch of MAX_GAP_S without a reply (unlike a restart), proxyless ones keep their
     boards; the unit was not restarted (same NRestarts, active throughout)."""
-    from npudure.bench.payloads import make_frame_set
-    from npudure.faults.operations import run_operation, table
+    from npudure_workshop.bench.payloads import make_frame_set
+    from npudure_workshop.faults.operations import run_operation, table
 
     before, restarts = _sched_pid(fleet), _sched_restarts(fleet)
     said: list[str] = []
@@ -726,9 +727,9 @@ def test_a_board_leaves_its_token_is_rotated_and_it_joins_again(fleet, tmp_path:
     fleet without it (the token it held stops working), site.yml limited to it and the scheduler (it
     joins by a reload; only it restarts). The scheduler never restarts: the rotation reaches it by a
     reload (its unit refreshes its copy of the token; ReloadBoards re-reads it)."""
-    from npudure.bench.payloads import make_frame_set
-    from npudure.faults import fleet as fleetmod
     from npudure.security import access as security
+    from npudure_workshop.bench.payloads import make_frame_set
+    from npudure_workshop.faults import fleet as fleetmod
 
     board = fleet.boards[-1]
     inventory = fleet.lab.inventory_path
@@ -799,7 +800,7 @@ def _bumped_source(dest: Path) -> tuple[Path, str]:
     """A copy of the package sources whose ``npudure.__version__`` is a new local version (the
     tree the tests run from stays as it is); returns (copy, new version)."""
     from npudure import __version__
-    from npudure.faults import fleet as fleetmod
+    from npudure_workshop.faults import fleet as fleetmod
 
     assert "+" not in __version__, f"{__version__} already has a local part"
     new = f"{__version__}+upgrade.1"
@@ -818,7 +819,7 @@ def _wheelhouse_cache(dest: Path) -> Path:
     import os
     import shutil
 
-    from npudure.faults import fleet as fleetmod
+    from npudure_workshop.faults import fleet as fleetmod
 
     def link(src: str, dst: str) -> None:
         if src.endswith(".whl"):
@@ -847,7 +848,7 @@ def _prebuild_wheel(source: Path, cache: Path) -> None:
     import shutil
     import sys
 
-    from npudure.faults import fleet as fleetmod
+    from npudure_workshop.faults import fleet as fleetmod
 
     script = fleetmod.ROOT / "roles" / "npudure_wheelhouse" / "files" / "build_wheelhouse.py"
     spec = importlib.util.spec_from_file_location("build_wheelhouse", script)
@@ -898,9 +899,9 @@ def test_rolling_change_and_upgrade_under_load_cost_no_request(fleet, tmp_path: 
     at a time, under load in both modes: 0 failed, no stretch of MAX_GAP_S without a reply, every agent
     and the scheduler a new process running the new version, never more than one board out of rotation
     at once; then each model is served by its boards over gRPC, HTTP and the proxyless route."""
-    from npudure.bench.payloads import make_frame_set
-    from npudure.faults import fleet as fleetmod
-    from npudure.faults.operations import run_operation, table
+    from npudure_workshop.bench.payloads import make_frame_set
+    from npudure_workshop.faults import fleet as fleetmod
+    from npudure_workshop.faults.operations import run_operation, table
 
     inventory = fleet.lab.inventory_path
     assert inventory is not None

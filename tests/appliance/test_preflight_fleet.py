@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from npudure.faults.fleet import ansible_env
+from npudure_workshop.faults.fleet import ansible_env
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

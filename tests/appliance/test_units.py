@@ -17,7 +17,7 @@ import pytest
 from helpers import ansible
 from helpers.ansible import BIN, ROOT
 
-from npudure.lab.local import LocalCluster, free_port
+from npudure_workshop.lab.local import LocalCluster, free_port
 
 UNITS = {
     # role, group, template, extra vars: the most demanding settings (real NPU, cpufreq control).

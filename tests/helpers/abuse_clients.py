@@ -22,10 +22,10 @@ import h2.connection
 import h2.exceptions
 import numpy as np
 
-from npudure.lab.local import LocalCluster
 from npudure.proto import contract
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
+from npudure_workshop.lab.local import LocalCluster
 
 INFER = contract.INFER_METHOD
 RAW_FRAME = np.random.default_rng(7).integers(0, 256, (640, 640, 3), dtype=np.uint8).tobytes()

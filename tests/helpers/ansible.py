@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from npudure.faults.fleet import ansible_env
+from npudure_workshop.faults.fleet import ansible_env
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -43,7 +43,7 @@ def lab_skip_reason() -> str | None:
     if not (BIN / "molecule").exists() or not (BIN / "ansible-playbook").exists():
         return "molecule/ansible-core missing: pip install -e '.[dev]'"
     try:
-        from npudure.lab.host import missing_packages
+        from npudure_workshop.lab.host import missing_packages
     except ImportError as exc:
         return f"the lab is not importable: {exc}"
     missing = missing_packages()

@@ -18,7 +18,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from npudure.model.rewrite import find_head
+from npudure_workshop.model.rewrite import find_head
 
 OFFSET = 500.0
 

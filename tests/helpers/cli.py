@@ -23,7 +23,9 @@ def run_npudure(*args: str, timeout_s: float = 60) -> subprocess.CompletedProces
 
 def agent_config(extra: str = "") -> str:
     """An agent config on loopback (node b1, a free port, no metrics endpoint), then ``extra``."""
-    from npudure.lab.local import free_port  # here: the CLI tests that only spawn need none of the lab
+    from npudure_workshop.lab.local import (
+        free_port,  # here: the CLI tests that only spawn need none of the lab
+    )
 
     return f"node_name: b1\nlisten: 127.0.0.1:{free_port()}\nmetrics_port: 0\n{extra}"
 

@@ -12,12 +12,12 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from npudure.faults.background import BackgroundLoad
-from npudure.lab.local import LocalCluster, Proc
 from npudure.proto import contract
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
+from npudure_workshop.faults.background import BackgroundLoad
+from npudure_workshop.lab.local import LocalCluster, Proc
 
 FRAME = pb.InferRequest(
     encoding=pb.ENCODING_RAW_RGB, frame=np.zeros((640, 640, 3), np.uint8).tobytes()

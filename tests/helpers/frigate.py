@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from npudure.bench.frigate import ZEROS, FrigateDetector
 from npudure.vision.labels import COCO80
+from npudure_workshop.bench.frigate import ZEROS, FrigateDetector
 
 __all__ = ["ZEROS", "FrigateDetector", "assert_rows_match_predictions"]
 

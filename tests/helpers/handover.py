@@ -15,8 +15,8 @@ from pathlib import Path
 import yaml
 
 from helpers.fleet_ops import scheduler_verb
-from npudure.lab.local import LocalCluster
 from npudure.service.handover import running
+from npudure_workshop.lab.local import LocalCluster
 
 
 class NotifySocket:

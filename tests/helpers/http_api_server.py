@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from npudure.config import BoardConfig, HttpApiConfig, SchedulerConfig
-from npudure.lab.local import free_port
 from npudure.proto import inference_pb2 as pb
 from npudure.scheduler.http_api import HttpApi
 from npudure.scheduler.metrics import SchedulerMetrics
+from npudure_workshop.lab.local import free_port
 
 BOUNDARY = "npudure-test-boundary"
 CONTENT_TYPE = f"multipart/form-data; boundary={BOUNDARY}"

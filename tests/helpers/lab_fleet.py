@@ -16,8 +16,8 @@ import pytest
 @contextmanager
 def running_lab(boards: int = 3) -> Iterator:
     """(the lab, up and not provisioned; whether it was booted here and is taken down at the end)."""
-    from npudure.faults import fleet as fleetmod
-    from npudure.lab import Lab, network
+    from npudure_workshop.faults import fleet as fleetmod
+    from npudure_workshop.lab import Lab, network
 
     reason = fleetmod.unavailable_reason()
     if reason:
@@ -61,7 +61,7 @@ class SharedLab:
 @contextmanager
 def provisioned(lab) -> Iterator:
     """``lab`` (up) provisioned with site.yml (the fault suite's settings), seen through its scheduler."""
-    from npudure.faults import fleet as fleetmod
+    from npudure_workshop.faults import fleet as fleetmod
 
     with _fleet(lab, fleetmod) as fl:
         yield fl

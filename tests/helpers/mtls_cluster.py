@@ -8,9 +8,9 @@ from contextlib import contextmanager
 
 import pytest
 
-from npudure.lab.local import LocalCluster
 from npudure.security import access as security
 from npudure.security import pki
+from npudure_workshop.lab.local import LocalCluster
 
 
 def tls_section(issued: pki.Issued) -> dict[str, str]:

@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 from helpers import ansible, promtool
-from npudure.lab.local import free_port
+from npudure_workshop.lab.local import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "monitoring" / "rules"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from npudure.bench import BenchSession, RunSpec
+from npudure_workshop.bench import BenchSession, RunSpec
 
 
 def scaling_spec(session: BenchSession, run_id: str, per_board: int = 2) -> RunSpec:

@@ -1,4 +1,5 @@
-"""A load target (npudure.bench.load.LoadTarget) answering from a script, for the load loops' unit tests."""
+"""A load target (npudure_workshop.bench.load.LoadTarget) answering from a script, for the load loops'
+unit tests."""
 
 from __future__ import annotations
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from npudure.lab.local import LocalCluster
-from npudure.model.build import BuildResult, ensure_model
+from npudure_workshop.lab.local import LocalCluster
+from npudure_workshop.model.build import BuildResult, ensure_model
 
 NAMES = ("forklift", "pallet")
 SIZE = 320

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from npudure.model.build import BuildResult
+    from npudure_workshop.model.build import BuildResult
 
 
 @pytest.fixture(scope="session")

@@ -35,11 +35,11 @@ from helpers.abuse_clients import (
 )
 from helpers.loadgen import run_closed_loop
 
-from npudure.lab.local import LocalCluster, free_port
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
 from npudure.vision.decode_budget import MAX_SCANS
+from npudure_workshop.lab.local import LocalCluster, free_port
 
 METRICS_PORT = free_port()
 AGE_BOUND_S = 8.0 * 1.1 + 2.0 + 3.0  # age + C-core's jitter + grace + slack on a loaded machine

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from helpers.cli import run_npudure
 
-from npudure.lab.local import LocalCluster
 from npudure.security import access as security
+from npudure_workshop.lab.local import LocalCluster
 
 
 @pytest.fixture(scope="module")

@@ -12,11 +12,11 @@ from helpers.cli import run_npudure
 from helpers.loadgen import frame_bytes
 from helpers.mtls_cluster import mtls_cluster
 
-from npudure.lab.local import LocalCluster
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
 from npudure.security import pki
+from npudure_workshop.lab.local import LocalCluster
 
 SCHEDULER_ADMIN = [
     ("SetPolicy", pb.SetPolicyRequest(policy="round_robin")),

@@ -21,17 +21,17 @@ import pytest
 from helpers.host_steal import PLUMBING_MAX_STEAL
 from helpers.scaling_spec import scaling_spec
 
-from npudure.bench import BenchSession, BenchSettings, RunSpec
-from npudure.bench.cpu import CpuSample
-from npudure.bench.lease import LeaseRefused
-from npudure.bench.payloads import FrameSet, make_frame_set
-from npudure.bench.recompute import recompute
-from npudure.bench.results import ResultDirExists
-from npudure.bench.session import BoardsRefused
-from npudure.lab.local import LocalCluster
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
+from npudure_workshop.bench import BenchSession, BenchSettings, RunSpec
+from npudure_workshop.bench.cpu import CpuSample
+from npudure_workshop.bench.lease import LeaseRefused
+from npudure_workshop.bench.payloads import FrameSet, make_frame_set
+from npudure_workshop.bench.recompute import recompute
+from npudure_workshop.bench.results import ResultDirExists
+from npudure_workshop.bench.session import BoardsRefused
+from npudure_workshop.lab.local import LocalCluster
 
 # 16.15 inf/s per emulated board (the reference's 161.5 at 8 contexts, the sim's default, / 10): this
 # shared 2-core machine is never the bottleneck.

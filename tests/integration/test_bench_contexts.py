@@ -9,7 +9,7 @@ from pathlib import Path
 
 from helpers.cli import run_npudure
 
-from npudure.bench.results import read_csv
+from npudure_workshop.bench.results import read_csv
 
 
 def test_a_short_sweep_prints_its_table_and_operating_point_and_writes_its_folder(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import requests
 from helpers.cli import run_npudure
 
-from npudure.lab.local import LocalCluster
+from npudure_workshop.lab.local import LocalCluster
 
 
 def test_bench_openloop_through_the_http_api(tmp_path: Path) -> None:

@@ -14,10 +14,10 @@ import grpc
 import numpy as np
 import pytest
 
-from npudure.bench.load import LoadResult, Target, closed_loop, open_loop
-from npudure.bench.payloads import FrameSet, FrameSourceError, build_frame_set, make_frame_set
-from npudure.bench.samples import STAGES, Samples
 from npudure.proto import inference_pb2 as pb
+from npudure_workshop.bench.load import LoadResult, Target, closed_loop, open_loop
+from npudure_workshop.bench.payloads import FrameSet, FrameSourceError, build_frame_set, make_frame_set
+from npudure_workshop.bench.samples import STAGES, Samples
 
 T = TypeVar("T")
 

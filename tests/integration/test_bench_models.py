@@ -9,9 +9,9 @@ from pathlib import Path
 
 from helpers.cli import run_npudure
 
-from npudure.bench.results import ResultDir
-from npudure.bench.runs import load_run
-from npudure.lab.local import LocalCluster
+from npudure_workshop.bench.results import ResultDir
+from npudure_workshop.bench.runs import load_run
+from npudure_workshop.lab.local import LocalCluster
 
 
 def test_a_mixed_load_reports_each_models_share(tmp_path: Path) -> None:

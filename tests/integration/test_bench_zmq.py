@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from helpers.cli import run_npudure
 
-from npudure.lab.local import LocalCluster
+from npudure_workshop.lab.local import LocalCluster
 
 
 @pytest.fixture(scope="module")

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from npudure.bench.forwarding.nginx import nginx_config, nginx_version
 from npudure.scheduler.policies import POLICIES
+from npudure_workshop.bench.forwarding.nginx import nginx_config, nginx_version
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "forwarding.py"

@@ -14,8 +14,8 @@ import pytest
 import yaml
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from npudure.lab.local import LocalCluster, _terminate, free_port, wait_serving
 from npudure.security import access as security
+from npudure_workshop.lab.local import LocalCluster, _terminate, free_port, wait_serving
 
 CONTROLLER_ONLY = ("matplotlib", "rich")
 # A meta-path finder ahead of every other: importing a controller-only package fails as if absent.

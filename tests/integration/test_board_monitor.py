@@ -7,9 +7,9 @@ import urllib.request
 import pytest
 
 from npudure.config import SchedulerConfig
-from npudure.lab.local import LocalCluster
 from npudure.proto import inference_pb2 as pb
 from npudure.scheduler.boards import Board, BoardMonitor
+from npudure_workshop.lab.local import LocalCluster
 
 
 class FakeNode:
@@ -64,7 +64,7 @@ async def test_absent_sensors_never_exclude_a_board() -> None:
 def test_prometheus_metrics_are_exposed(which: str) -> None:
     from helpers.loadgen import run_closed_loop
 
-    from npudure.lab.local import free_port
+    from npudure_workshop.lab.local import free_port
 
     agent_port, sched_port = free_port(), free_port()
     with LocalCluster(

@@ -1,11 +1,12 @@
 """The board side on the Pythons board images ship: 3.10 (Ubuntu 22.04) and 3.12 (Ubuntu 24.04).
 
 For each interpreter found (pyenv builds under /root/.pyenv/versions, or pythonX.Y on PATH) a venv
-with the package's dependencies is made once and cached (~/.cache/npudure/pyvenvs); the code under
-test comes from this tree (PYTHONPATH), so the venv never goes stale. Then: every board-side module
-imports, an agent process starts on that interpreter and answers one inference (sim backend), and the
-agent's unit tests run there. Interpreters that are absent, or a venv that cannot be installed (no
-package index and no pip cache), skip with the reason.
+with the runtime's dependencies is made once and cached (~/.cache/npudure/pyvenvs); the code under
+test comes from this tree (PYTHONPATH: the runtime, and the workshop as playbooks/benchmark.yml brings
+it to a board for `npudure bench contexts`, beside the venv), so the venv never goes stale. Then:
+every board-side module imports, an agent process starts on that interpreter and answers one
+inference (sim backend), and the agent's unit tests run there. Interpreters that are absent, or a venv
+that cannot be installed (no package index and no pip cache), skip with the reason.
 """
 
 from __future__ import annotations
@@ -22,11 +23,13 @@ import numpy as np
 import pytest
 import yaml
 
-from npudure.lab.local import _terminate, free_port, wait_serving
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
+from npudure_workshop.lab.local import _terminate, free_port, wait_serving
 
 ROOT = Path(__file__).resolve().parents[2]
+# Both wings come from this tree, ahead of the runtime the venv installed for its dependencies.
+PYTHONPATH = os.pathsep.join([str(ROOT), str(ROOT / "workshop")])
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "npudure" / "pyvenvs"
 # What runs on a board: the agent and its CLI, backends, affinity, and what they import; and
 # `npudure bench contexts` (playbooks/benchmark.yml), with the agents and scheduler it starts there.
@@ -34,8 +37,8 @@ BOARD_PACKAGES = (
     "npudure.agent",
     "npudure.backends",
     "npudure.affinity",
-    "npudure.bench",
-    "npudure.bench.experiments",
+    "npudure_workshop.bench",
+    "npudure_workshop.bench.experiments",
     "npudure.scheduler",
 )
 BOARD_MODULES = (
@@ -50,7 +53,7 @@ BOARD_MODULES = (
     "npudure.service.runtime",
     "npudure.security.access",
     "npudure.client.status",
-    "npudure.lab.local",
+    "npudure_workshop.lab.local",
 )
 # What the agent's tests below need besides the package (pytest-asyncio: their async tests).
 TEST_TOOLS = ("pytest>=8,<10", "pytest-timeout>=2.3,<3", "pytest-asyncio>=1.2,<2")
@@ -90,7 +93,7 @@ def cached_venv(python: str, version: str) -> Path:
 
 
 def run(venv: Path, *args: str, timeout_s: float = 300) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {**os.environ, "PYTHONPATH": PYTHONPATH, "PYTHONDONTWRITEBYTECODE": "1"}
     return subprocess.run(
         [str(venv / "bin/python"), *args],
         cwd=ROOT,
@@ -124,14 +127,14 @@ def test_board_side_runs_on(version: str, tmp_path: Path) -> None:
         pytest.skip(f"no Python {version} here (looked in /root/.pyenv/versions and PATH)")
     venv = cached_venv(python, version)
 
-    imported = run(venv, "-c", IMPORT_ALL, version, str(ROOT / "npudure"))
+    imported = run(venv, "-c", IMPORT_ALL, version, str(ROOT))
     assert imported.returncode == 0, imported.stderr[-2000:]
 
     address = f"127.0.0.1:{free_port()}"
     config = tmp_path / "agent.yml"
     config.write_text(yaml.safe_dump({"node_name": f"py{version}", "listen": address, "metrics_port": 0}))
     log = tmp_path / "agent.log"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": PYTHONPATH}
     with log.open("wb") as out:
         agent = subprocess.Popen(
             [str(venv / "bin/python"), "-m", "npudure", "agent", "--config", str(config)],

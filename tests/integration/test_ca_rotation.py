@@ -25,13 +25,13 @@ from helpers.handover import handover_command, running, stop_pid
 from helpers.mtls_cluster import as_client
 
 from npudure import cli
-from npudure.faults.background import BackgroundLoad
-from npudure.lab.local import LocalCluster
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
 from npudure.security import ca_rotation, pki
 from npudure.service import handover
+from npudure_workshop.faults.background import BackgroundLoad
+from npudure_workshop.lab.local import LocalCluster
 
 BOARDS = ("board1", "board2")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from helpers.cli import run_npudure
 
-from npudure.lab.local import LocalCluster, free_port
+from npudure_workshop.lab.local import LocalCluster, free_port
 
 
 @pytest.fixture(scope="module")

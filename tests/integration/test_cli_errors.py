@@ -12,8 +12,8 @@ import grpc
 import pytest
 from helpers.cli import run_npudure
 
-from npudure.lab.local import LocalCluster, free_port
 from npudure.security import pki
+from npudure_workshop.lab.local import LocalCluster, free_port
 
 
 def one_clear_line(proc: subprocess.CompletedProcess[str], code: int, *needles: str) -> str:

@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives.asymmetric import dsa
 from cryptography.utils import CryptographyDeprecationWarning
 from helpers.cli import run_npudure
 
-from npudure.lab.local import free_port
+from npudure_workshop.lab.local import free_port
 
 
 def _dead() -> str:

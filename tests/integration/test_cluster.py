@@ -12,11 +12,11 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from helpers.cli import run_npudure, run_service
 from helpers.loadgen import frame_bytes
 
-from npudure.lab.local import LocalCluster, free_port
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
 from npudure.vision import frames
+from npudure_workshop.lab.local import LocalCluster, free_port
 
 # Slow the emulated boards 10x (16 inf/s each) so this 2-core machine is never the bottleneck.
 TIME_SCALE = 10.0

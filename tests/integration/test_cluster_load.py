@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from helpers.loadgen import run_closed_loop
 
-from npudure.lab.local import LocalCluster
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
+from npudure_workshop.lab.local import LocalCluster
 
 TIME_SCALE = 10.0  # 16 inf/s per emulated board: the test machine stays far from its own limits
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from npudure.lab.local import LocalCluster
-from npudure.model import ensure_model
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.vision import frames
 from npudure.vision.frames import synthetic_frame
 from npudure.vision.labels import COCO80
+from npudure_workshop.lab.local import LocalCluster
+from npudure_workshop.model import ensure_model
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from npudure.model.build import ensure_model
+from npudure_workshop.model.build import ensure_model
 
 
 def convert(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

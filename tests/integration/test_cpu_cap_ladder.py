@@ -19,10 +19,10 @@ from npudure.backends.base import Backend
 from npudure.backends.sim import SimBackend
 from npudure.board import cpufreq
 from npudure.config import AgentConfig, SimConfig
-from npudure.lab.local import free_port
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
+from npudure_workshop.lab.local import free_port
 
 LADDER_MHZ = [2208, 1608, 1200, 1008, 816, 600]
 COMMON_KHZ = [408000, 600000, 816000, 1008000, 1200000, 1416000, 1608000, 1800000]

@@ -9,9 +9,9 @@ import pytest
 from helpers.host_steal import PLUMBING_MAX_STEAL
 from helpers.scaling_spec import scaling_spec
 
-from npudure.bench import BenchSession, BenchSettings, validity
-from npudure.bench.payloads import make_frame_set
-from npudure.lab.local import LocalCluster
+from npudure_workshop.bench import BenchSession, BenchSettings, validity
+from npudure_workshop.bench.payloads import make_frame_set
+from npudure_workshop.lab.local import LocalCluster
 
 
 def _run(time_scale: float, per_board: int, out: Path) -> dict:

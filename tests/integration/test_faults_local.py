@@ -8,10 +8,10 @@ import grpc
 import pytest
 from helpers.loadgen import frame_bytes, run_closed_loop
 
-from npudure.lab.local import LocalCluster
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
+from npudure_workshop.lab.local import LocalCluster
 
 TIME_SCALE = 10.0
 

@@ -29,12 +29,12 @@ from helpers.loadgen import frame_bytes
 from helpers.mtls_cluster import as_client, tls_section
 
 import npudure
-from npudure.lab.local import LocalCluster, wait_serving
 from npudure.proto import contract
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
 from npudure.security import pki
+from npudure_workshop.lab.local import LocalCluster, wait_serving
 
 MODES = ["scheduler", "proxyless"]
 

@@ -16,10 +16,10 @@ from helpers.loadgen import frame_bytes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from npudure.lab.local import LocalCluster
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.vision import frames
+from npudure_workshop.lab.local import LocalCluster
 
 REQUEST_FAULTS = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED}
 INFER = "/npudure.v1.Inference/Infer"

@@ -17,10 +17,10 @@ import pytest
 import yaml
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from npudure.lab.local import _terminate, free_port, wait_serving
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
+from npudure_workshop.lab.local import _terminate, free_port, wait_serving
 
 FRAME = np.zeros((640, 640, 3), dtype=np.uint8)
 

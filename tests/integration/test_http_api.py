@@ -31,12 +31,12 @@ from helpers.deepstack_requests import (
 )
 from helpers.fleet_ops import status as fleet_status
 
-from npudure.lab.local import LocalCluster, free_port
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
 from npudure.vision.frames import synthetic_frame
 from npudure.vision.labels import COCO80
+from npudure_workshop.lab.local import LocalCluster, free_port
 
 MAX_BODY = 4 << 20
 MAX_PIXELS = 4_000_000

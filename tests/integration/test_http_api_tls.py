@@ -8,9 +8,9 @@ import requests
 from helpers.deepstack_requests import jpeg
 from helpers.mtls_cluster import as_client, tls_section
 
-from npudure.lab.local import LocalCluster
 from npudure.security import pki
 from npudure.vision.frames import synthetic_frame
+from npudure_workshop.lab.local import LocalCluster
 
 
 @pytest.fixture(scope="module")

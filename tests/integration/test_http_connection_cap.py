@@ -10,7 +10,7 @@ from urllib.parse import urlparse
 import pytest
 import requests
 
-from npudure.lab.local import LocalCluster, free_port
+from npudure_workshop.lab.local import LocalCluster, free_port
 
 pytestmark = pytest.mark.timeout(120)
 CAP = 4

@@ -25,10 +25,11 @@ def test_the_trees_layers_hold() -> None:
 def test_a_broken_layer_is_caught(tmp_path: Path) -> None:
     config = tmp_path / "broken.toml"
     config.write_text(
-        '[tool.importlinter]\nroot_package = "npudure"\n\n'
+        '[tool.importlinter]\nroot_packages = ["npudure", "npudure_workshop"]\n\n'
         "[[tool.importlinter.contracts]]\n"
         'name = "the bench never imports the backends (false: it names the emulator\'s calibration)"\n'
-        'type = "forbidden"\nsource_modules = ["npudure.bench"]\nforbidden_modules = ["npudure.backends"]\n'
+        'type = "forbidden"\nsource_modules = ["npudure_workshop.bench"]\n'
+        'forbidden_modules = ["npudure.backends"]\n'
     )
     done = _lint_imports("--config", str(config))
     assert done.returncode != 0 and "BROKEN" in done.stdout, done.stdout[-2000:]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from npudure.config import AgentConfig
-from npudure.lab import local
+from npudure_workshop.lab import local
 
 
 def _parse(*argv: str) -> argparse.Namespace:

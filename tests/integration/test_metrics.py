@@ -9,9 +9,9 @@ import pytest
 
 from npudure import config as cfg
 from npudure.agent.metrics import AgentMetrics
-from npudure.lab.local import free_port
 from npudure.security import pki
 from npudure.service import metrics_http
+from npudure_workshop.lab.local import free_port
 
 
 @pytest.mark.parametrize("model", [cfg.AgentConfig, cfg.SchedulerConfig])

@@ -12,9 +12,9 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, Counter
 
 from npudure.config import TlsConfig
-from npudure.lab.local import free_port
 from npudure.security import pki
 from npudure.service import metrics_http
+from npudure_workshop.lab.local import free_port
 
 
 def _registry() -> CollectorRegistry:

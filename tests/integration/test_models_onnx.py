@@ -9,11 +9,11 @@ import requests
 from helpers import two_class_model
 from helpers.deepstack_requests import jpeg
 
-from npudure.lab.local import LocalCluster
-from npudure.model.build import BuildResult, ensure_model
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.vision.frames import synthetic_frame
+from npudure_workshop.lab.local import LocalCluster
+from npudure_workshop.model.build import BuildResult, ensure_model
 
 PLATES = ("car", "plate", "truck")
 LABELS = {"general": set(two_class_model.NAMES), "plates": set(PLATES)}

@@ -9,10 +9,10 @@ import pytest
 import requests
 from helpers.deepstack_requests import jpeg
 
-from npudure.lab.local import LocalCluster, free_port
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.vision.frames import synthetic_frame
+from npudure_workshop.lab.local import LocalCluster, free_port
 
 # board1 holds both, board2 only general, board3 only plates (its default).
 HOLDERS = {"general": {"board1", "board2"}, "plates": {"board1", "board3"}}

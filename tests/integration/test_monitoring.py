@@ -27,11 +27,11 @@ from helpers.loadgen import frame_bytes, run_closed_loop
 from helpers.mtls_cluster import as_client, tls_section
 from helpers.prometheus_server import Prometheus, copy_rules, render_config
 
-from npudure.lab.local import LocalCluster, free_port
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
 from npudure.security import pki
+from npudure_workshop.lab.local import LocalCluster, free_port
 
 SCRAPE_S = 1.0
 EVAL_S = 1.0

@@ -11,11 +11,11 @@ import time
 import grpc
 import numpy as np
 
-from npudure.bench.samples import from_raw
-from npudure.faults.analysis import Timeline, analyse_board_fault, analyse_scheduler_restart
-from npudure.faults.background import BackgroundLoad, Poll
-from npudure.lab.local import LocalCluster
 from npudure.proto import inference_pb2 as pb
+from npudure_workshop.bench.samples import from_raw
+from npudure_workshop.faults.analysis import Timeline, analyse_board_fault, analyse_scheduler_restart
+from npudure_workshop.faults.background import BackgroundLoad, Poll
+from npudure_workshop.lab.local import LocalCluster
 
 UNAVAILABLE = grpc.StatusCode.UNAVAILABLE.value[0]
 BOARDS = ["board1", "board2", "board3"]

@@ -18,10 +18,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from helpers.cli import run_npudure
 from helpers.fleet_ops import wait_for
 
-from npudure.lab.local import LocalCluster
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
+from npudure_workshop.lab.local import LocalCluster
 
 INFERENCE = "npudure.v1.Inference"
 SERVING = health_pb2.HealthCheckResponse.SERVING

@@ -19,12 +19,12 @@ import grpc
 import numpy as np
 import pytest
 
-from npudure.bench.load import closed_loop
 from npudure.client.proxyless import ProxylessTarget
-from npudure.lab.local import LocalCluster
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
+from npudure_workshop.bench.load import closed_loop
+from npudure_workshop.lab.local import LocalCluster
 
 SLOWDOWN = 2.26
 TIME_SCALE = 3.0  # ~37 ms per frame per slot: a few hundred frames per test on a small machine

@@ -13,10 +13,10 @@ import pytest
 from helpers.mtls_cluster import as_client, tls_section
 
 import npudure
-from npudure.lab.local import LocalCluster, free_port
 from npudure.proto import inference_pb2 as pb
 from npudure.security import access as security
 from npudure.security import pki
+from npudure_workshop.lab.local import LocalCluster, free_port
 
 FRAME = np.zeros((640, 640, 3), np.uint8).tobytes()
 # Each board on its own loopback address, so no one address matches every certificate.

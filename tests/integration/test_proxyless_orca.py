@@ -15,8 +15,8 @@ import pytest
 from xds.data.orca.v3.orca_load_report_pb2 import OrcaLoadReport
 
 from npudure.agent.load_report import ORCA_TRAILER, LoadMeter, ServingState
-from npudure.lab.local import LocalCluster
 from npudure.proto import inference_pb2 as pb
+from npudure_workshop.lab.local import LocalCluster
 
 h2 = pytest.importorskip("h2.connection")
 

@@ -15,10 +15,10 @@ import npudure
 from npudure.client.proxyless import open_aio_channel
 from npudure.client.routes import RouteError, RouteInfo, channel_options, fetch_route
 from npudure.config import SchedulerConfig
-from npudure.lab.local import LocalCluster
 from npudure.proto import inference_pb2 as pb
 from npudure.scheduler.boards import Board
 from npudure.scheduler.route import build_route, exclusion_reasons, resolve, target_for
+from npudure_workshop.lab.local import LocalCluster
 
 FRAME = np.zeros((640, 640, 3), np.uint8).tobytes()
 

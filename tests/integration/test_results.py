@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from npudure.bench import cli
+from npudure_workshop.bench import cli
 
 
 def _quiet_sweep(out: Path) -> int:

@@ -21,13 +21,13 @@ from helpers.cli import agent_config, run_npudure, run_service
 from helpers.fleet_ops import FRAME, board_states, failures, reload, wait_for
 from helpers.mtls_cluster import as_client, tls_section
 
-from npudure.faults.background import BackgroundLoad
-from npudure.faults.operations import gap_limit_s
-from npudure.lab.local import LocalCluster
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
 from npudure.security import crl, pki
+from npudure_workshop.faults.background import BackgroundLoad
+from npudure_workshop.faults.operations import gap_limit_s
+from npudure_workshop.lab.local import LocalCluster
 
 
 @pytest.fixture

@@ -20,10 +20,10 @@ import pytest
 from helpers.rknn_toolkit import TOOLKIT_MARKS
 
 from npudure.backends.base import sha256_file
-from npudure.model import simcheck
-from npudure.model.build import cache_dir, ensure_model
-from npudure.model.convert import CHECK_FRAMES, check_set, meta_path, sim_path
 from npudure.vision.postprocess import postprocess
+from npudure_workshop.model import simcheck
+from npudure_workshop.model.build import cache_dir, ensure_model
+from npudure_workshop.model.convert import CHECK_FRAMES, check_set, meta_path, sim_path
 
 pytestmark = TOOLKIT_MARKS
 PLATFORMS = ("rk3576", "rk3588")

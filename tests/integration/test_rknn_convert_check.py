@@ -20,8 +20,8 @@ from helpers.broken_model import corrupt_score_branch
 from helpers.rknn_toolkit import TOOLKIT_MARKS
 from PIL import Image
 
-from npudure.model.build import cache_dir, ensure_model
-from npudure.model.convert import check_set
+from npudure_workshop.model.build import cache_dir, ensure_model
+from npudure_workshop.model.convert import check_set
 
 pytestmark = TOOLKIT_MARKS
 NAMES = ("Normal", "Fall")

@@ -21,8 +21,8 @@ from helpers.rknn_toolkit import TOOLKIT_MARKS
 
 from npudure.backends.rknn import model_record
 from npudure.config import AgentConfig
-from npudure.model.build import cache_dir, ensure_model
-from npudure.model.convert import converted_onnx_path, meta_path
+from npudure_workshop.model.build import cache_dir, ensure_model
+from npudure_workshop.model.convert import converted_onnx_path, meta_path
 
 pytestmark = TOOLKIT_MARKS
 NAMES = ("forklift", "pallet")

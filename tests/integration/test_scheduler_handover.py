@@ -19,12 +19,12 @@ from helpers import fleet_ops
 from helpers.fleet_ops import failures, start_load, wait_for
 from helpers.handover import NotifySocket, handover_command, running, stop_pid
 
-from npudure.lab.local import LocalCluster, free_port, wait_serving
 from npudure.proto import contract
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
 from npudure.service import handover
+from npudure_workshop.lab.local import LocalCluster, free_port, wait_serving
 
 
 def _cluster(tmp_path: Path) -> LocalCluster:

@@ -11,11 +11,11 @@ from helpers.cli import agent_config, run_service
 from helpers.loadgen import frame_bytes
 from helpers.mtls_cluster import as_client, mtls_cluster
 
-from npudure.lab.local import LocalCluster
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
 from npudure.security import access as security
 from npudure.security import pki
+from npudure_workshop.lab.local import LocalCluster
 
 OPTIONS = [("grpc.max_send_message_length", 8 << 20)]
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from npudure.lab.local import LocalCluster
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
+from npudure_workshop.lab.local import LocalCluster
 
 pytestmark = pytest.mark.timeout(120)
 

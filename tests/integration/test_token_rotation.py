@@ -15,9 +15,9 @@ import grpc
 import pytest
 from helpers.fleet_ops import board_states, failures, reload, start_load, wait_for
 
-from npudure.lab.local import LocalCluster
 from npudure.proto import inference_pb2 as pb
 from npudure.proto import inference_pb2_grpc as rpc
+from npudure_workshop.lab.local import LocalCluster
 
 OLD, NEW, FOREIGN = "o" * 40, "n" * 40, "f" * 40
 

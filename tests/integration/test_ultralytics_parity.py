@@ -28,10 +28,10 @@ pytest.importorskip("onnxruntime")
 
 from npudure.backends import create_backend
 from npudure.config import AgentConfig
-from npudure.model import photos
-from npudure.model.build import ensure_model
 from npudure.proto import inference_pb2 as pb
 from npudure.vision.frames import decode_for_model
+from npudure_workshop.model import photos
+from npudure_workshop.model.build import ensure_model
 
 PYTHON = os.environ.get("NPUDURE_ULTRALYTICS_PYTHON", "")
 HERE = Path(__file__).resolve().parent

@@ -19,8 +19,8 @@ from helpers.deepstack_requests import png
 from helpers.fleet_ops import board_states, status
 from helpers.frigate import ZEROS, FrigateDetector, assert_rows_match_predictions
 
-from npudure.lab.local import LocalCluster
 from npudure.vision.frames import synthetic_frame
+from npudure_workshop.lab.local import LocalCluster
 
 pytestmark = pytest.mark.timeout(180)
 

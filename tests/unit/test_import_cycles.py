@@ -1,4 +1,5 @@
-"""No import cycle anywhere in npudure/: a module graph built with ``ast`` from every import statement
+"""No import cycle anywhere in the two packages, npudure/ and workshop/npudure_workshop/ (a cycle may
+cross from one to the other): a module graph built with ``ast`` from every import statement
 (top-level or inside functions, ``TYPE_CHECKING`` blocks included), searched for a cycle."""
 
 from __future__ import annotations
@@ -8,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[2] / "npudure"
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = (ROOT / "npudure", ROOT / "workshop" / "npudure_workshop")
 
 
 def _module_name(path: Path, root: Path) -> str:
@@ -18,11 +20,11 @@ def _module_name(path: Path, root: Path) -> str:
     return ".".join(parts)
 
 
-def import_graph(root: Path) -> dict[str, set[str]]:
-    """module -> modules of the package it imports. ``from a import b`` counts as importing ``a.b``
+def import_graph(*roots: Path) -> dict[str, set[str]]:
+    """module -> modules of the packages it imports. ``from a import b`` counts as importing ``a.b``
     when ``a.b`` is a module, else ``a``. A package's ``__init__`` is not implied by its submodules:
     only an explicit import of the package counts as an edge to it."""
-    files = {_module_name(p, root): p for p in root.rglob("*.py")}
+    files = {_module_name(p, root): p for root in roots for p in root.rglob("*.py")}
     graph: dict[str, set[str]] = {}
     for name, path in files.items():
         is_pkg = path.name == "__init__.py"
@@ -72,8 +74,12 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 
 def test_the_package_has_no_import_cycle() -> None:
-    graph = import_graph(PACKAGE)
-    assert "npudure.bench.session" in graph and "npudure.bench.experiments.sweep" in graph
+    graph = import_graph(*PACKAGES)
+    assert {
+        "npudure.agent.server",
+        "npudure_workshop.bench.session",
+        "npudure_workshop.bench.experiments.sweep",
+    } <= set(graph)
     cycle = find_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 

@@ -67,7 +67,7 @@ def test_policy_names_are_the_same_everywhere() -> None:
 
 
 def test_backend_names_are_the_same_everywhere() -> None:
-    from npudure.lab import local
+    from npudure_workshop.lab import local
 
     in_roles = [
         tuple(_options("npudure_agent")["npudure_agent_backend"]["choices"]),

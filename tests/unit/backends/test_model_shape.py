@@ -13,9 +13,9 @@ pytest.importorskip("onnxruntime")
 from npudure.backends import BackendError, create_backend
 from npudure.backends.rknn import model_record
 from npudure.config import AgentConfig
-from npudure.model.build import ensure_model
 from npudure.vision.frames import synthetic_frame
 from npudure.vision.labels import COCO80
+from npudure_workshop.model.build import ensure_model
 
 NAMES = ("forklift", "pallet")
 

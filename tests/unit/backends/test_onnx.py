@@ -13,8 +13,8 @@ pytest.importorskip("onnxruntime")
 from npudure.backends import BackendError, create_backend, memory
 from npudure.backends.onnx import OnnxBackend
 from npudure.config import AgentConfig, PostprocessConfig
-from npudure.model.build import ensure_model
 from npudure.vision.frames import synthetic_frame
+from npudure_workshop.model.build import ensure_model
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from npudure.bench import cli
+from npudure_workshop.bench import cli
 
 
 def _check(argv: list[str], active: list[str]) -> None:

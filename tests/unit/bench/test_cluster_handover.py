@@ -6,9 +6,9 @@ import grpc
 import pytest
 from helpers.fake_clock import FakeClock
 
-from npudure.bench.cluster import BenchError, ClusterAdmin, ClusterGuard
 from npudure.proto import contract
 from npudure.proto import inference_pb2 as pb
+from npudure_workshop.bench.cluster import BenchError, ClusterAdmin, ClusterGuard
 
 
 class _Refusal(grpc.RpcError):

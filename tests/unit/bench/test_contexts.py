@@ -6,8 +6,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from npudure.bench.contexts import CountPoint, _cells, path_point
-from npudure.bench.proc_usage import Usage
+from npudure_workshop.bench.contexts import CountPoint, _cells, path_point
+from npudure_workshop.bench.proc_usage import Usage
 
 
 def group(

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from npudure.bench import contexts
-from npudure.bench.contexts import CountPoint, PathPoint, Sweep
 from npudure.cli import main
+from npudure_workshop.bench import contexts
+from npudure_workshop.bench.contexts import CountPoint, PathPoint, Sweep
 
 # inf/s straight at the agent by count: 8 is within 2% of 16's peak.
 CURVE = {1: 16.7, 2: 36.2, 4: 52.4, 8: 72.9, 16: 74.0}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from npudure.bench.contexts_record import RecordError, check_recordable, record_path, write_contexts
+from npudure_workshop.bench.contexts_record import RecordError, check_recordable, record_path, write_contexts
 
 
 def test_the_record_keeps_its_keys_and_gains_contexts(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ import argparse
 
 import pytest
 
-from npudure.bench.contexts_rule import (
+from npudure_workshop.bench.contexts_rule import (
     DEFAULT_CONTEXTS,
     SWEEP,
     concurrency_for,

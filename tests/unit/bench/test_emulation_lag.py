@@ -12,9 +12,9 @@ from prometheus_client import generate_latest
 
 from npudure.agent.metrics import AgentMetrics
 from npudure.backends.sim import SimBackend
-from npudure.bench import validity
-from npudure.bench.cpu import HostCpu, host_others, host_window
 from npudure.config import SimConfig
+from npudure_workshop.bench import validity
+from npudure_workshop.bench.cpu import HostCpu, host_others, host_window
 
 FRAME = np.zeros((640, 640, 3), np.uint8)
 WINDOW = (1.0, 5.0)

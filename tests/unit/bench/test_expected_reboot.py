@@ -8,7 +8,7 @@ from typing import Any
 
 from helpers import run_records
 
-from npudure.bench import validity
+from npudure_workshop.bench import validity
 
 BOARDS = ["board1", "board2"]
 BOOT = {"board1": "boot-a", "board2": "boot-b"}

@@ -12,16 +12,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from npudure.bench import agent_cpu, experiments
-from npudure.bench.cluster import BenchError
-from npudure.bench.experiments import PlanContext
-from npudure.bench.experiments.sweep import operating_concurrency
-from npudure.bench.runs import RunData
-from npudure.bench.samples import STAGES, Samples
-from npudure.bench.session import BenchSession
-from npudure.bench.spec import RunSpec
 from npudure.proto import inference_pb2 as pb
 from npudure.scheduler.policies import POLICIES
+from npudure_workshop.bench import agent_cpu, experiments
+from npudure_workshop.bench.cluster import BenchError
+from npudure_workshop.bench.experiments import PlanContext
+from npudure_workshop.bench.experiments.sweep import operating_concurrency
+from npudure_workshop.bench.runs import RunData
+from npudure_workshop.bench.samples import STAGES, Samples
+from npudure_workshop.bench.session import BenchSession
+from npudure_workshop.bench.spec import RunSpec
 
 BOARDS = ("board1", "board2", "board3")
 CTX = PlanContext(BOARDS, "x")
@@ -120,8 +120,8 @@ def test_local_plan_pairs_each_board_straight_and_through_the_cluster() -> None:
 
 
 def test_every_policy_a_plan_defaults_to_is_a_scheduler_policy() -> None:
-    from npudure.bench import cli
-    from npudure.bench.defaults import CAPACITY_POLICIES
+    from npudure_workshop.bench import cli
+    from npudure_workshop.bench.defaults import CAPACITY_POLICIES
 
     names = {*CAPACITY_POLICIES, *cli._policies(cli.FULL["hetero_policies"])}
     assert names <= set(POLICIES)

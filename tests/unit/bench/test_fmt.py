@@ -3,7 +3,7 @@ operation tables, `npudure lab status`)."""
 
 from __future__ import annotations
 
-from npudure.bench.fmt import NA, LatencyColumns, section, table, text_table
+from npudure_workshop.bench.fmt import NA, LatencyColumns, section, table, text_table
 
 
 def test_markdown_table_keeps_cells_as_they_are() -> None:

@@ -7,8 +7,8 @@ import grpc
 import pytest
 from helpers.scripted_target import LOST_TO_A_STOP, ScriptedTarget, rpc_error
 
-from npudure.bench.load import LoadResult, closed_loop, open_loop
 from npudure.client.central import lost_to_a_server_stop
+from npudure_workshop.bench.load import LoadResult, closed_loop, open_loop
 
 UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
 

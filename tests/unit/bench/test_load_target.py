@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from helpers.fake_channels import ChannelRecorder
 
-from npudure.bench import load
+from npudure_workshop.bench import load
 
 
 async def test_every_connection_is_opened_with_or_without_the_environments_credentials(

@@ -7,8 +7,8 @@ from collections import Counter
 
 import pytest
 
-from npudure.bench.payloads import FrameSourceError, make_frame_set, parse_mix, with_models
 from npudure.proto import inference_pb2 as pb
+from npudure_workshop.bench.payloads import FrameSourceError, make_frame_set, parse_mix, with_models
 
 
 def test_a_mix_names_the_models_in_its_ratio_over_every_frame() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from npudure.bench.proc_usage import CLOCK_TICKS, PAGE_BYTES, ProcSample, ProcSampler, read, usage
+from npudure_workshop.bench.proc_usage import CLOCK_TICKS, PAGE_BYTES, ProcSample, ProcSampler, read, usage
 
 
 def write_stat(root: Path, pid: int, utime: int, stime: int, rss_pages: int, comm: str = "python") -> None:

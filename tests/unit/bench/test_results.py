@@ -12,12 +12,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from npudure.bench import cli
-from npudure.bench.recompute import recompute
-from npudure.bench.results import ResultDir, ResultDirExists, write_csv, write_json
-from npudure.bench.samples import STAGES, Samples
-from npudure.bench.session import finalize
-from npudure.bench.telemetry_log import columns
+from npudure_workshop.bench import cli
+from npudure_workshop.bench.recompute import recompute
+from npudure_workshop.bench.results import ResultDir, ResultDirExists, write_csv, write_json
+from npudure_workshop.bench.samples import STAGES, Samples
+from npudure_workshop.bench.session import finalize
+from npudure_workshop.bench.telemetry_log import columns
 
 # Columns that are labels, flags or plain counts (dimensionless); every other column must name its unit.
 DIMENSIONLESS = {
@@ -279,7 +279,7 @@ def test_cli_refuses_an_existing_out_folder_before_contacting_anyone(
 
 @pytest.mark.parametrize("mode", ["bar", "lines", "quiet"])
 def test_progress_modes(mode: str, capsys: pytest.CaptureFixture[str]) -> None:
-    from npudure.bench.progress import Progress
+    from npudure_workshop.bench.progress import Progress
 
     progress = Progress(mode)
     progress.experiment("sweep", 2)

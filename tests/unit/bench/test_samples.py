@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from npudure.bench.samples import STAGES, from_raw
 from npudure.proto import inference_pb2 as pb
+from npudure_workshop.bench.samples import STAGES, from_raw
 
 
 def test_network_back_to_the_client_is_call_time_minus_the_clusters_own_total() -> None:
@@ -25,7 +25,7 @@ def test_every_samples_field_is_saved_and_loaded_through_one_column_map(tmp_path
 
     import numpy as np
 
-    from npudure.bench.samples import COLUMNS, Samples
+    from npudure_workshop.bench.samples import COLUMNS, Samples
 
     # Every per-request field but the stage matrix goes through COLUMNS, so save and load cannot drift.
     names = {"stage_us", "node_names", "backend_names", "model_names"}
@@ -48,7 +48,7 @@ def test_every_samples_field_is_saved_and_loaded_through_one_column_map(tmp_path
 def test_a_result_folder_from_before_models_loads_with_no_model_known(tmp_path) -> None:
     import numpy as np
 
-    from npudure.bench.samples import Samples
+    from npudure_workshop.bench.samples import Samples
 
     samples = from_raw([0.5], [0.5], [0.9], [0], [pb.InferResponse(node="b1").SerializeToString()])
     samples.save(tmp_path / "s.npz")

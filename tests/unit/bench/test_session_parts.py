@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from npudure.bench.loop_bridge import LoopBridge
-from npudure.bench.scheduler_cpu import SchedulerPids
-from npudure.bench.session import BenchSession, SessionNotOpen
+from npudure_workshop.bench.loop_bridge import LoopBridge
+from npudure_workshop.bench.scheduler_cpu import SchedulerPids
+from npudure_workshop.bench.session import BenchSession, SessionNotOpen
 
 
 def test_given_pids_are_used_as_given() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from npudure.bench import stats
-from npudure.bench.load import arrival_offsets, longest_window_s, open_loop_window
+from npudure_workshop.bench import stats
+from npudure_workshop.bench.load import arrival_offsets, longest_window_s, open_loop_window
 
 
 # ------------------------------------------------------------------------------------ operating point

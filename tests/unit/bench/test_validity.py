@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from helpers import run_records
 
-from npudure.bench import validity
+from npudure_workshop.bench import validity
 
 BOARDS = ["board1", "board2"]
 

@@ -9,10 +9,10 @@ import grpc
 import numpy as np
 import pytest
 
-from npudure.bench.payloads import FrameSourceError
-from npudure.bench.zmq_load import default_endpoint, outcome, request_header, zmq_frame_set
 from npudure.proto import inference_pb2 as pb
 from npudure.scheduler import zmq_tensor
+from npudure_workshop.bench.payloads import FrameSourceError
+from npudure_workshop.bench.zmq_load import default_endpoint, outcome, request_header, zmq_frame_set
 
 
 def test_the_frames_are_square_rgb_tensors_and_the_header_is_frigates() -> None:

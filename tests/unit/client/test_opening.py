@@ -40,9 +40,9 @@ async def test_another_failure_is_not_dressed_up_as_a_connection_error() -> None
 
 
 async def test_every_load_target_opens_through_it() -> None:
-    from npudure.bench.http_load import HttpTarget
-    from npudure.bench.load import Target
     from npudure.client.proxyless import ProxylessTarget
+    from npudure_workshop.bench.http_load import HttpTarget
+    from npudure_workshop.bench.load import Target
 
     for cls in (Target, HttpTarget, ProxylessTarget):
         assert issubclass(cls, ClosedOnFailure) and "open" not in vars(cls), cls

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import grpc
 
-from npudure.bench.samples import from_raw
-from npudure.faults.analysis import FaultResult, Tally, pass_fail, spec_table, table
-from npudure.faults.operations import OperationResult
 from npudure.proto import inference_pb2 as pb
+from npudure_workshop.bench.samples import from_raw
+from npudure_workshop.faults.analysis import FaultResult, Tally, pass_fail, spec_table, table
+from npudure_workshop.faults.operations import OperationResult
 
 UNAVAILABLE = grpc.StatusCode.UNAVAILABLE.value[0]
 DEADLINE = grpc.StatusCode.DEADLINE_EXCEEDED.value[0]

@@ -22,7 +22,7 @@ def test_a_setting_that_is_not_a_positive_number_is_a_usage_error(action, option
 def test_the_time_scale_reads_as_in_the_lab() -> None:
     import argparse
 
-    from npudure.faults import cli
+    from npudure_workshop.faults import cli
 
     parser = argparse.ArgumentParser()
     cli.add_arguments(parser)

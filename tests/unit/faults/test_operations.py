@@ -6,8 +6,9 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from npudure.bench.samples import from_raw
-from npudure.faults.operations import (
+from npudure.proto import inference_pb2 as pb
+from npudure_workshop.bench.samples import from_raw
+from npudure_workshop.faults.operations import (
     MAX_GAP_S,
     Window,
     analyse_operation,
@@ -16,7 +17,6 @@ from npudure.faults.operations import (
     stalled_during,
     table,
 )
-from npudure.proto import inference_pb2 as pb
 
 UNAVAILABLE = grpc.StatusCode.UNAVAILABLE.value[0]
 
@@ -84,8 +84,8 @@ def test_a_gap_while_the_load_generator_itself_stalled_is_shown_but_not_the_flee
 
 
 def test_an_added_board_serves_at_the_first_poll_that_counts_a_request_on_it() -> None:
-    from npudure.faults.background import Poll
-    from npudure.faults.operations import first_served_s
+    from npudure_workshop.faults.background import Poll
+    from npudure_workshop.faults.operations import first_served_s
 
     up = {"board1": "UP"}
     polls = [
@@ -101,8 +101,8 @@ def test_an_added_board_serves_at_the_first_poll_that_counts_a_request_on_it() -
 
 
 def test_a_roll_counts_the_most_boards_out_at_once_in_the_action_only() -> None:
-    from npudure.faults.background import Poll
-    from npudure.faults.operations import boards_out
+    from npudure_workshop.faults.background import Poll
+    from npudure_workshop.faults.operations import boards_out
 
     up = {"board1": "UP", "board2": "UP", "board3": "HOT"}
     polls = [

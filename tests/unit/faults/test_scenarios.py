@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from npudure.faults import scenarios
-from npudure.faults.fleet import SCHEDULER_HOST
-from npudure.faults.scenarios import FAULTS, parse_faults, restore_quietly
 from npudure.proto import inference_pb2 as pb
+from npudure_workshop.faults import scenarios
+from npudure_workshop.faults.fleet import SCHEDULER_HOST
+from npudure_workshop.faults.scenarios import FAULTS, parse_faults, restore_quietly
 
 
 @dataclass

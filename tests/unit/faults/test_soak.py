@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from npudure.faults.soak import Bounds, ProcSample, rss_slope_mib_per_min, table, verdict
+from npudure_workshop.faults.soak import Bounds, ProcSample, rss_slope_mib_per_min, table, verdict
 
 MIB_KIB = 1024
 

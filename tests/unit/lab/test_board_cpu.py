@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from npudure.lab import board as boardmod
-from npudure.lab import board_cpu
-from npudure.lab.lab import Lab
+from npudure_workshop.lab import board as boardmod
+from npudure_workshop.lab import board_cpu
+from npudure_workshop.lab.lab import Lab
 
 
 def test_an_rk3576_is_four_a72_cores_at_the_projections_pessimistic_end() -> None:
@@ -53,7 +53,7 @@ def test_without_a_profile_a_fault_ends_uncapped(tmp_path: Path, monkeypatch) ->
 
 
 def test_an_unknown_profile_is_refused_before_anything_starts(tmp_path: Path) -> None:
-    from npudure.lab.host import LabError
+    from npudure_workshop.lab.host import LabError
 
     with pytest.raises(LabError, match="--board-cpu must be one of host, a72, a76"):
         Lab(tmp_path / "state").up(boards=1, board_cpu="a53", time_scale=1.0)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from npudure.lab import board, network
-from npudure.lab.host import LabError
+from npudure_workshop.lab import board, network
+from npudure_workshop.lab.host import LabError
 
 
 def _v2(tmp_path: Path, controllers: str = "cpuset cpu io memory pids") -> Path:

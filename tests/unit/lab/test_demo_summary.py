@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from npudure.lab import demo_summary, timescale
+from npudure_workshop.lab import demo_summary, timescale
 
 LAG = "emulation_lag: the emulated boards fell behind their model by 40% (board2 40%; bound 5%): ..."
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from npudure.lab import footprint
+from npudure_workshop.lab import footprint
 
 
 def test_v1_rss_excludes_page_cache_and_v2_reads_anon(tmp_path: Path) -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from npudure.lab import board, fakehw, image, inventory, network
-from npudure.lab.host import LabError, install_hint, missing_packages
+from npudure_workshop.lab import board, fakehw, image, inventory, network
+from npudure_workshop.lab.host import LabError, install_hint, missing_packages
 
 
 def test_addresses_start_at_11_and_scheduler_at_10():
@@ -267,7 +267,7 @@ def test_cpu_quota_rejects_nonsense(tmp_path):
 def test_cli_parses_nested_actions():
     import argparse
 
-    from npudure.lab import cli
+    from npudure_workshop.lab import cli
 
     parser = argparse.ArgumentParser()
     cli.add_arguments(parser)
@@ -278,7 +278,7 @@ def test_cli_parses_nested_actions():
 
 
 def test_lab_up_refuses_a_time_scale_that_is_not_positive(tmp_path):
-    from npudure.lab.lab import Lab
+    from npudure_workshop.lab.lab import Lab
 
     with pytest.raises(LabError, match="--time-scale must be a positive number"):
         Lab(tmp_path / "state").up(boards=1, time_scale=0.0, log=lambda _m: None)

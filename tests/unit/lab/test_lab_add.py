@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from npudure.lab import lab as labmod
-from npudure.lab import network
-from npudure.lab.host import LabError
+from npudure_workshop.lab import lab as labmod
+from npudure_workshop.lab import network
+from npudure_workshop.lab.host import LabError
 
 
 def test_the_next_board_is_the_lowest_free_index_and_the_scheduler_stays_last():

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from npudure.lab import cli
-from npudure.lab.lab import NodeStatus
+from npudure_workshop.lab import cli
+from npudure_workshop.lab.lab import NodeStatus
 
 BOARDS = [
     NodeStatus("board1", "10.77.0.11", "board", 4242, "running", True),

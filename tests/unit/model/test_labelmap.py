@@ -11,8 +11,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from npudure.model import cli
-from npudure.model.labelmap import LabelmapError, names_of, render
+from npudure_workshop.model import cli
+from npudure_workshop.model.labelmap import LabelmapError, names_of, render
 
 
 def _onnx(path: Path, names: str | None) -> Path:

@@ -11,11 +11,11 @@ pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
 from npudure.cli import main  # noqa: E402
-from npudure.model.build import ModelBuildError, build_yolov8n, default_model_path, ensure_model  # noqa: E402
-from npudure.model.calibrate import to_nchw  # noqa: E402
-from npudure.model.info import inspect  # noqa: E402
 from npudure.vision.frames import synthetic_frame  # noqa: E402
 from npudure.vision.postprocess import postprocess  # noqa: E402
+from npudure_workshop.model.build import ModelBuildError, build_yolov8n, default_model_path, ensure_model  # noqa: E402
+from npudure_workshop.model.calibrate import to_nchw  # noqa: E402
+from npudure_workshop.model.info import inspect  # noqa: E402
 
 # ultralytics' own summary of yolov8n.yaml: 3,157,200 parameters, 3,151,904 once BatchNorm is fused
 # into the convs, 8.7 GFLOPs.

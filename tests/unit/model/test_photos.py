@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from npudure.model import photos
-from npudure.model.convert import calibration_set, check_set
 from npudure.vision.frames import LETTERBOX_FILL
+from npudure_workshop.model import photos
+from npudure_workshop.model.convert import calibration_set, check_set
 
 pytestmark = pytest.mark.skipif(
     photos.version() is None, reason="scikit-image (npudure[onnx]) is not installed"

@@ -14,13 +14,13 @@ pytest.importorskip("onnxruntime")
 import onnx
 from helpers.onnx_graphs import single_output_graph
 
-from npudure.model.build import default_names, ensure_model
-from npudure.model.convert import ConvertError, inspect_source
-from npudure.model.rewrite import RewriteError, find_head, to_zoo_layout
-from npudure.model.simcheck import match_detections, onnx_outputs
 from npudure.vision.frames import synthetic_frame
 from npudure.vision.labels import COCO80, parse_names
 from npudure.vision.postprocess import detect_layout, postprocess
+from npudure_workshop.model.build import default_names, ensure_model
+from npudure_workshop.model.convert import ConvertError, inspect_source
+from npudure_workshop.model.rewrite import RewriteError, find_head, to_zoo_layout
+from npudure_workshop.model.simcheck import match_detections, onnx_outputs
 
 CASES = [(nc, size) for nc in (1, 2, 80) for size in (320, 640)]
 

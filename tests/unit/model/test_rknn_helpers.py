@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from helpers.role_scripts import load_role_script
 
-from npudure.lab import binfmt, image, inventory
-from npudure.lab.lab import arm64_board_names
-from npudure.lab.network import plan_nodes
-from npudure.model import simcheck, toolkit
+from npudure_workshop.lab import binfmt, image, inventory
+from npudure_workshop.lab.lab import arm64_board_names
+from npudure_workshop.lab.network import plan_nodes
+from npudure_workshop.model import simcheck, toolkit
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parents[3]
 # ---------------------------------------------------------------- simulator comparison
 @pytest.fixture(scope="module")
 def onnx_ref(model_cache):
-    from npudure.model.build import ensure_model
-    from npudure.model.convert import check_set
+    from npudure_workshop.model.build import ensure_model
+    from npudure_workshop.model.convert import check_set
 
     frames = check_set(None, 2)
     return simcheck.onnx_outputs(ensure_model(layout="zoo").path, frames)
@@ -186,7 +186,7 @@ def test_the_role_locks_the_pinned_version(wheelhouse) -> None:
 
 
 def test_more_arm64_boards_than_boards_is_refused(tmp_path) -> None:
-    from npudure.lab import Lab, LabError
+    from npudure_workshop.lab import Lab, LabError
 
     with pytest.raises(LabError, match=r"--arm64-boards must be between 0 and the number of boards \(1\)"):
         Lab(tmp_path / "state").up(boards=1, arm64_boards=2, log=lambda _m: None)

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from npudure.model import photos, simcheck
-from npudure.model.convert import CHECK_FRAMES, ConvertError, check_frames_for
+from npudure_workshop.model import photos, simcheck
+from npudure_workshop.model.convert import CHECK_FRAMES, ConvertError, check_frames_for
 
 SCORE_SUM_OUTPUTS = (2, 5, 8)  # the zoo layout's third output per stride
 CLS_S16 = 4
@@ -20,7 +20,7 @@ CLS_S16 = 4
 
 @pytest.fixture(scope="module")
 def onnx_ref(model_cache):
-    from npudure.model.build import ensure_model
+    from npudure_workshop.model.build import ensure_model
 
     frames = check_frames_for(None, 6).frames
     return simcheck.onnx_outputs(ensure_model(layout="zoo").path, frames)

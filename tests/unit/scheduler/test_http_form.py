@@ -6,7 +6,6 @@ import aiohttp
 import pytest
 from urllib3 import encode_multipart_formdata
 
-from npudure.bench.http_load import multipart
 from npudure.scheduler.http_form import (
     MAX_HEAD_BYTES,
     MAX_PARTS,
@@ -16,6 +15,7 @@ from npudure.scheduler.http_form import (
     boundary_of,
     parse_form,
 )
+from npudure_workshop.bench.http_load import multipart
 
 IMAGE = b"\xff\xd8" + bytes(range(256)) * 40 + b"\r\n--not-the-boundary\r\n" + b"\xff\xd9"
 

@@ -42,7 +42,7 @@ def test_no_backend_imports_another_for_a_frame_check() -> None:
 def test_frame_makers_fit_the_decoder() -> None:
     from PIL import Image
 
-    from npudure.bench.payloads import fit_640
+    from npudure_workshop.bench.payloads import fit_640
 
     wide = Image.fromarray(np.full((300, 900, 3), 90, np.uint8))
     fitted = fit_640(wide)
