@@ -31,12 +31,29 @@ def _lock() -> dict[str, list[tuple[Version, int]]]:
     return pins
 
 
+WINGS = ("npudure", "npudure-workshop")  # this checkout's two projects: installed editable, never locked
+
+
+def _workshop() -> list[Requirement]:
+    project = tomllib.loads((ROOT / "workshop" / "pyproject.toml").read_text())["project"]
+    return [Requirement(r) for r in project["dependencies"]]
+
+
 def _declared() -> list[Requirement]:
+    """The runtime's dependencies and locked extras, with the workshop (the controller extra) replaced by
+    its own dependencies: what the .venv installs from the lock."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
-    return [Requirement(r) for r in project["dependencies"]] + [
-        Requirement(r) for extra in LOCKED_EXTRAS for r in extras[extra]
-    ]
+    declared = [Requirement(r) for r in project["dependencies"]]
+    declared += [Requirement(r) for extra in LOCKED_EXTRAS for r in extras[extra]] + _workshop()
+    return [r for r in declared if canonicalize_name(r.name) not in WINGS]
+
+
+def test_the_controller_extra_brings_the_workshop_and_the_lock_neither_wing() -> None:
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert extras["controller"] == ["npudure-workshop"]
+    assert {"matplotlib", "rich"} <= {canonicalize_name(r.name) for r in _workshop()}
+    assert not set(WINGS) & set(_lock()), "the lock pins npudure or npudure-workshop: see scripts/lock.sh"
 
 
 def test_every_declared_dependency_is_locked_within_its_range() -> None:
