@@ -266,7 +266,35 @@ def test_wheelhouse_cache_keys(tmp_path: Path) -> None:
     assert wh.dependency_key(project, ["x86_64:2.36:3.11"], ["onnx"], []) != key
 
 
-def test_wheelhouse_check_mode_builds_nothing(tmp_path: Path) -> None:
+def test_the_workshop_wheel_is_built_only_for_the_extras_that_bring_it(tmp_path: Path) -> None:
+    wh = load_role_script("npudure_wheelhouse", "build_wheelhouse")
+    assert wh.workshop_extras(ROOT) == ["bench", "controller"]
+    project = tmp_path / "project"
+    shutil.copytree(ROOT / "npudure" / "proto", project / "npudure" / "proto")
+    (project / "workshop" / "npudure_workshop").mkdir(parents=True)
+    (project / "workshop" / "npudure_workshop" / "__init__.py").write_text("")
+    (project / "workshop" / "pyproject.toml").write_text("[project]\nname = 'w'\n")
+    (project / "pyproject.toml").write_text(
+        "[project]\nname = 'x'\n[project.optional-dependencies]\ncontroller = ['npudure_workshop']\n"
+    )
+    assert wh.workshop_extras(project) == ["controller"]
+    runtime, both = wh.source_digest(project), wh.source_digest(project, workshop=True)
+    (project / "workshop" / "npudure_workshop" / "__init__.py").write_text("X = 1\n")
+    assert wh.source_digest(project) == runtime, "a board's wheelhouse does not rebuild for the workshop"
+    assert wh.source_digest(project, workshop=True) != both
+    board_key = wh.dependency_key(project, ["x86_64:2.36:3.11"], ["onnx"], [])
+    (project / "workshop" / "pyproject.toml").write_text("[project]\nname = 'w2'\n")
+    assert wh.dependency_key(project, ["x86_64:2.36:3.11"], ["onnx"], []) == board_key
+    controller_key = wh.dependency_key(project, ["x86_64:2.36:3.11"], ["controller"], [])
+    (project / "workshop" / "pyproject.toml").write_text("[project]\nname = 'w3'\n")
+    assert wh.dependency_key(project, ["x86_64:2.36:3.11"], ["controller"], []) != controller_key
+
+
+@pytest.mark.parametrize(
+    ("extras", "build"),
+    [([], "build npudure wheel"), (["--extra", "controller"], "build npudure and workshop wheels")],
+)
+def test_wheelhouse_check_mode_builds_nothing(tmp_path: Path, extras: list[str], build: str) -> None:
     cache = tmp_path / "cache"
     done = subprocess.run(
         [
@@ -278,6 +306,7 @@ def test_wheelhouse_check_mode_builds_nothing(tmp_path: Path) -> None:
             cache,
             "--target",
             "x86_64:2.36:3.11",
+            *extras,
             "--check",
         ],
         capture_output=True,
@@ -286,7 +315,8 @@ def test_wheelhouse_check_mode_builds_nothing(tmp_path: Path) -> None:
     )
     result = json.loads(done.stdout)
     assert done.returncode == 0 and result["changed"] is True
-    assert result["actions"] == ["build npudure wheel", "download dependencies"]
+    assert result["actions"] == [build, "download dependencies"]
+    assert result["workshop_extras"] == ["bench", "controller"] and result["workshop_wheel"] == ""
     assert not any(cache.rglob("*.whl"))
 
 

@@ -420,7 +420,8 @@ def _second_controller(dest: Path) -> tuple[Path, Path]:
     from, the playbooks and roles) and, beside it, a copy of the inventory folder with its secrets/
     (admin token, pki). Its wheelhouse cache is its own: the dependency downloads are linked from this
     controller's cache (the same files the index serves; fetching them again would only cost time), the
-    npudure wheel is not, so it is built afresh from the copy's path. Returns (tree, inventory)."""
+    npudure and workshop wheels are not, so they are built afresh from the copy's path. Returns (tree,
+    inventory)."""
     import json
     import shutil
 
@@ -437,8 +438,9 @@ def _second_controller(dest: Path) -> tuple[Path, Path]:
             shutil.copy2(src, tree / name)
     cache = _wheelhouse_cache(tree / ".cache" / "wheelhouse")
     for state_file in cache.glob("*/state.json"):
-        for wheel in (state_file.parent / "wheels").glob("npudure-*.whl"):
-            wheel.unlink()
+        for own in ("npudure-*.whl", "npudure_workshop-*.whl"):  # the two wheels built from the sources
+            for wheel in (state_file.parent / "wheels").glob(own):
+                wheel.unlink()
         state = json.loads(state_file.read_text())
         state.pop("source", None)
         state_file.write_text(json.dumps(state))

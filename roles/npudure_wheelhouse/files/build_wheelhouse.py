@@ -1,13 +1,18 @@
 """Build, or reuse, the wheelhouse the boards install npudure from (they have no package index).
 
 Run on the controller by the npudure_wheelhouse role; prints one JSON object on stdout:
-``{"changed", "path", "wheel", "wheels", "key", "actions"}``.
+``{"changed", "path", "wheel", "workshop_wheel", "workshop_extras", "wheels", "key", "actions"}``.
+
+Two wheels are built from the repository: the runtime (npudure, every host) and, when an extra asked for
+names it (``controller``: the scheduler host's default), the controller's workshop (npudure-workshop,
+from workshop/). It is not on any index, so pip finds it beside npudure in the wheelhouse. A board
+installs ``npudure[its backend]`` and never the workshop, whether or not its wheel is in the folder.
 
 Two things decide whether work is needed, so a second run with the same inputs changes nothing:
 - the dependency key (pyproject.toml, target platforms, extras, pip arguments) names the cache
   folder; a folder whose downloads completed is reused as is;
-- a digest of the package sources decides whether the npudure wheel is rebuilt. A rebuilt wheel
-  keeps its version number, so the install side compares wheel hashes, not versions.
+- a digest of the package sources decides whether the wheels are rebuilt. A rebuilt wheel keeps its
+  version number, so the install side compares wheel hashes, not versions.
 
 ``--pin NAME==VERSION`` fixes a dependency's version (rknn-toolkit-lite2 must equal the boards' librknnrt
 version), and ``--pin-hash NAME=sha256:HEX`` (repeatable: one per wheel file) locks it: every
@@ -22,10 +27,12 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,6 +42,9 @@ LAYOUT = 2
 OLDEST_GLIBC_MINOR = 17
 # Files outside the package that end up in the wheel's metadata.
 PROJECT_FILES = ("pyproject.toml", "README.md", "LICENSE", "setup.cfg", "setup.py", "MANIFEST.in")
+# The workshop's project folder in the repository, its package and its distribution.
+WORKSHOP_DIR, WORKSHOP_PACKAGE, WORKSHOP = "workshop", "npudure_workshop", "npudure-workshop"
+REQUIREMENT_NAME = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo")
 
 
@@ -62,15 +72,33 @@ def parse_target(text: str) -> tuple[str, str, str]:
     return machine, glibc, python
 
 
-def source_digest(project: Path) -> str:
-    """Hash of everything that goes into the npudure wheel (paths and contents)."""
-    digest = hashlib.sha256()
-    files = [project / name for name in PROJECT_FILES if (project / name).is_file()]
-    files += sorted(
+def workshop_extras(project: Path) -> list[str]:
+    """The npudure extras that bring the workshop (pyproject.toml: ``controller = ["npudure-workshop"]``)."""
+    project_table = tomllib.loads((project / "pyproject.toml").read_text())["project"]
+    extras: dict[str, list[str]] = project_table.get("optional-dependencies", {})
+    return sorted(
+        extra
+        for extra, requirements in extras.items()
+        if any((m := REQUIREMENT_NAME.match(r)) and normalize(m[1]) == WORKSHOP for r in requirements)
+    )
+
+
+def _package_files(root: Path, package: str) -> list[Path]:
+    files = [root / name for name in PROJECT_FILES if (root / name).is_file()]
+    return files + sorted(
         p
-        for p in (project / "npudure").rglob("*")
+        for p in (root / package).rglob("*")
         if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo")
     )
+
+
+def source_digest(project: Path, workshop: bool = False) -> str:
+    """Hash of everything that goes into the npudure wheel, and the workshop's too when it is built
+    (paths and contents)."""
+    digest = hashlib.sha256()
+    files = _package_files(project, "npudure")
+    if workshop:
+        files += _package_files(project / WORKSHOP_DIR, WORKSHOP_PACKAGE)
     for path in files:
         digest.update(str(path.relative_to(project)).encode() + b"\0")
         digest.update(hashlib.sha256(path.read_bytes()).digest())
@@ -95,6 +123,8 @@ def dependency_key(
     if pins or pin_hashes:  # only then, so existing caches keep their key
         recipe["pins"] = sorted(set(pins or []))
         recipe["pin_hashes"] = sorted(set(pin_hashes or []))
+    if set(extras) & set(workshop_extras(project)):  # likewise: a board-only wheelhouse keeps its key
+        recipe["workshop"] = (project / WORKSHOP_DIR / "pyproject.toml").read_text()
     return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -166,24 +196,35 @@ def normalize_modes(root: Path) -> None:
 
 
 def build_npudure_wheel(python: str, project: Path, wheels: Path) -> str:
+    """The runtime's wheel, npudure-VERSION-py3-none-any.whl."""
+    return _build_wheel(python, project, "npudure", wheels)
+
+
+def build_workshop_wheel(python: str, project: Path, wheels: Path) -> str:
+    """The workshop's wheel, npudure_workshop-VERSION-py3-none-any.whl (from workshop/)."""
+    return _build_wheel(python, project / WORKSHOP_DIR, WORKSHOP_PACKAGE, wheels)
+
+
+def _build_wheel(python: str, project: Path, package: str, wheels: Path) -> str:
     """Build from a scratch copy: an in-tree build/ folder can leak deleted modules into the wheel."""
-    with tempfile.TemporaryDirectory(prefix="npudure-wheel-") as scratch:
+    with tempfile.TemporaryDirectory(prefix=f"{package}-wheel-") as scratch:
         src = Path(scratch, "src")
         src.mkdir()
         for name in PROJECT_FILES:
             if (project / name).is_file():
-                shutil.copy2(project / name, src / name)
-        shutil.copytree(project / "npudure", src / "npudure", ignore=IGNORED)
+                shutil.copy2(project / name, src / name)  # follows a link (workshop/LICENSE)
+        shutil.copytree(project / package, src / package, ignore=IGNORED)
         normalize_modes(src)
         out = Path(scratch, "out")
         env = {**os.environ, "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH, "PYTHONHASHSEED": "0"}
         # No build isolation: the controller's setuptools builds it, no index needed for that step.
         cmd = [python, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(out), str(src)]
         run(cmd, env)
-        built = sorted(out.glob("npudure-*.whl"))
+        # A wheel's file name spells the distribution with underscores: npudure_workshop-0.1.0-...
+        built = sorted(out.glob(f"{package}-*.whl"))
         if len(built) != 1:
-            raise RuntimeError(f"expected one npudure wheel from the build, found {built}")
-        for old in wheels.glob("npudure-*.whl"):
+            raise RuntimeError(f"expected one {package} wheel from the build, found {built}")
+        for old in wheels.glob(f"{package}-*.whl"):
             old.unlink()
         shutil.move(str(built[0]), wheels / built[0].name)
         return built[0].name
@@ -202,7 +243,9 @@ def download_dependencies(
     pinned = [f"{name}=={version}" for name, version in sorted((pins or {}).items())]
     for target in sorted(set(targets)):
         machine, glibc, version = parse_target(target)
+        # --find-links: the workshop wheel built into this folder, which no index has.
         cmd = [python, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(wheels)]
+        cmd += ["--find-links", str(wheels)]
         for tag in platform_tags(machine, glibc):
             cmd += ["--platform", tag]
         abi = "cp" + version.replace(".", "")
@@ -228,7 +271,9 @@ def locked(folder: Path) -> Iterator[None]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--project", required=True, type=Path, help="repository root (has pyproject.toml)")
-    parser.add_argument("--cache", required=True, type=Path, help="cache folder on the controller")
+    parser.add_argument(
+        "--cache", type=Path, help="cache folder on the controller (required but for --workshop-wheel)"
+    )
     parser.add_argument("--target", action="append", default=[], help="MACHINE:GLIBC:PYTHON, repeatable")
     parser.add_argument("--extra", action="append", default=[], help="npudure extra (onnx, rknn), repeatable")
     parser.add_argument("--pip-arg", action="append", default=[], help="extra argument for pip download")
@@ -240,12 +285,29 @@ def main(argv: list[str] | None = None) -> int:
         help="NAME=sha256:HEX allowed for a pinned wheel, repeatable",
     )
     parser.add_argument("--check", action="store_true", help="report what would change, change nothing")
+    parser.add_argument(
+        "--workshop-wheel",
+        type=Path,
+        metavar="DIR",
+        help="only build the workshop wheel into DIR (playbooks/benchmark.yml takes it to a board)",
+    )
     args = parser.parse_args(argv)
 
     project, python = args.project.resolve(), sys.executable
     try:
         if not (project / "pyproject.toml").is_file():
             raise ValueError(f"{project} has no pyproject.toml; set npudure_wheelhouse_project_dir")
+        if args.workshop_wheel:
+            args.workshop_wheel.mkdir(parents=True, exist_ok=True)
+            name = build_workshop_wheel(python, project, args.workshop_wheel)
+            print(
+                json.dumps(
+                    {"changed": True, "path": str(args.workshop_wheel.resolve()), "workshop_wheel": name}
+                )
+            )
+            return 0
+        if args.cache is None:
+            raise ValueError("no --cache given: the role passes npudure_wheelhouse_cache_dir")
         if not args.target:
             raise ValueError("no --target given: the role probes the hosts of the play for them")
         for target in args.target:
@@ -258,17 +320,22 @@ def main(argv: list[str] | None = None) -> int:
         wheels = folder / "wheels"
         state_file = folder / "state.json"
         state = json.loads(state_file.read_text()) if state_file.is_file() else {}
-        digest = source_digest(project)
+        brings_workshop = workshop_extras(project)
+        workshop = bool(set(args.extra) & set(brings_workshop))
+        digest = source_digest(project, workshop)
         present = sorted(wheels.glob("npudure-*.whl")) if wheels.is_dir() else []
+        present_workshop = sorted(wheels.glob(f"{WORKSHOP_PACKAGE}-*.whl")) if wheels.is_dir() else []
         actions = []
-        if state.get("source") != digest or len(present) != 1:
-            actions.append("build npudure wheel")
+        if state.get("source") != digest or len(present) != 1 or len(present_workshop) != int(workshop):
+            actions.append("build npudure and workshop wheels" if workshop else "build npudure wheel")
         if not state.get("dependencies_complete"):
             actions.append("download dependencies")
         if actions and not args.check:
             with locked(folder):
                 wheels.mkdir(exist_ok=True)
                 wheel = build_npudure_wheel(python, project, wheels)
+                if workshop:
+                    build_workshop_wheel(python, project, wheels)
                 state["source"] = digest
                 state_file.write_text(json.dumps(state))
                 if not state.get("dependencies_complete"):
@@ -278,7 +345,8 @@ def main(argv: list[str] | None = None) -> int:
                 write_manifest(wheels)
                 state_file.write_text(json.dumps(state))
         present = sorted(wheels.glob("npudure-*.whl")) if wheels.is_dir() else []
-    except (ValueError, RuntimeError, OSError) as exc:
+        present_workshop = sorted(wheels.glob(f"{WORKSHOP_PACKAGE}-*.whl")) if wheels.is_dir() else []
+    except (ValueError, RuntimeError, OSError, KeyError, tomllib.TOMLDecodeError) as exc:
         print(json.dumps({"failed": True, "changed": False, "msg": str(exc)}))
         return 1
     result = {
@@ -288,6 +356,8 @@ def main(argv: list[str] | None = None) -> int:
         "path": str(wheels),
         "ready": bool(present) and state.get("dependencies_complete", False),
         "wheel": present[0].name if present else "",
+        "workshop_wheel": present_workshop[0].name if present_workshop else "",
+        "workshop_extras": brings_workshop,
         "wheels": sorted(p.name for p in wheels.glob("*.whl")) if wheels.is_dir() else [],
     }
     print(json.dumps(result))
