@@ -16,7 +16,32 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from npudure import __version__
-from npudure.extras import MissingExtra
+from npudure.extras import CONTROLLER, MissingExtra
+
+# The controller's workshop (workshop/npudure_workshop, distribution npudure-workshop).
+WORKSHOP = "npudure_workshop"
+
+
+class MissingWorkshop(MissingExtra):
+    """A workshop command on a machine without the workshop (a board, a runtime-only install)."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "part of the controller's workshop (npudure-workshop), which this machine does not have: "
+            f"install it on the controller or bench host (pip install 'npudure[{CONTROLLER}]' "
+            "--find-links WHEELHOUSE, or scripts/bootstrap.sh in a checkout)"
+        )
+
+
+def import_command(module_name: str) -> Any:
+    """A command's module; :class:`MissingWorkshop` when it is the workshop's and the workshop is not
+    installed (an import error inside an installed workshop is a bug and stays one)."""
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if module_name.startswith(WORKSHOP + ".") and exc.name == WORKSHOP:
+            raise MissingWorkshop from None
+        raise
 
 
 class DefaultsHelpFormatter(argparse.HelpFormatter):
@@ -146,7 +171,7 @@ def build_parser(load: Callable[[str], bool]) -> argparse.ArgumentParser:
             formatter_class=CommandHelpFormatter,
         )
         if load(name):
-            module = importlib.import_module(module_name)
+            module = import_command(module_name)
             module.add_arguments(cmd)
             cmd.set_defaults(_run=module.run)
     return parser
@@ -155,7 +180,11 @@ def build_parser(load: Callable[[str], bool]) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     chosen = next((a for a in argv if not a.startswith("-")), None)
-    parser = build_parser(lambda name: name == chosen)
+    try:
+        parser = build_parser(lambda name: name == chosen)
+    except MissingWorkshop as exc:
+        print(f"npudure {chosen}: {exc}", file=sys.stderr)
+        return 1
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()

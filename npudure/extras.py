@@ -1,7 +1,8 @@
 """Optional dependencies by machine: an import that names the extra to install when it is missing.
 
-The boards install ``npudure`` (plus their backend's extra) and nothing for the controller: the bench
-plots (matplotlib) and the rich terminal tables and bars (rich) come with ``npudure[controller]``.
+The boards install ``npudure`` (plus their backend's extra) and nothing for the controller: the workshop
+(npudure-workshop) and with it the bench plots (matplotlib) and the rich terminal tables and bars (rich)
+come with ``npudure[controller]``. A missing workshop is npudure.cli's one line (MissingWorkshop).
 Runs on the boards: Python 3.10.
 """
 
