@@ -24,7 +24,7 @@ test: bootstrap
 lint: bootstrap
 	$(VENV)/ruff check $(LINT_PATHS) && $(VENV)/ruff format --check $(LINT_PATHS) && $(VENV)/mypy && $(VENV)/lint-imports
 
-## mypy over npudure/ (configuration: [tool.mypy] in pyproject.toml; strict on the board side and the scheduler).
+## mypy over npudure/ and workshop/ (configuration: [tool.mypy] in pyproject.toml; strict on the runtime, npudure/).
 typecheck: bootstrap
 	$(VENV)/mypy
 
