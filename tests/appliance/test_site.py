@@ -3,8 +3,10 @@
 - bad input stops the run in the preflight, before the wheelhouse is built, with a message that
   names the host and the fix: an unreachable board, a missing model file, a wrong backend name, a
   board whose RKNN runtime version differs from the fleet's, a board without the runtime;
-- molecule test (syntax, create, converge, idempotence, verify) on the lab, then a check-mode run on
-  the converged fleet that changes nothing and does not fail, then molecule destroy.
+- molecule test (syntax, create, converge, idempotence, verify) on the lab; the two wings as installed
+  (the workshop on the scheduler host, never in a board's venv, and brought to board1 by benchmark.yml
+  for its context sweep only); then a check-mode run on the converged fleet that changes nothing and
+  does not fail, then molecule destroy.
 
 Runs on the session's shared lab (tests/appliance/conftest.py): a lab that is already up is used and left
 running; otherwise one is booted for the lab modules and removed after the last. Takes several minutes:
@@ -27,6 +29,9 @@ from helpers import ansible
 from helpers.ansible import BIN, ROOT
 
 SITE = ROOT / "playbooks" / "site.yml"
+BENCHMARK = ROOT / "playbooks" / "benchmark.yml"
+# Exit 0 when the host's venv has the workshop installed, 1 when not.
+HAS_WORKSHOP = "/opt/npudure/venv/bin/pip show -q --disable-pip-version-check npudure-workshop"
 # The marker of a run that got past the preflight: the wheelhouse play started.
 WEDGE = ROOT / "tests" / "helpers" / "wedge_loop.py"
 WHEELHOUSE_TASK = "TASK [npudure_wheelhouse : Build or reuse the wheelhouse"
@@ -198,6 +203,39 @@ def test_systemd_ends_an_agent_whose_event_loop_is_wedged(fleet: Path) -> None:
         )
     assert "result=watchdog" in out, out
     assert re.search(r"[Ww]atchdog timeout", out), out
+
+
+def _has_workshop(inventory: Path, host: str) -> bool:
+    done = ansible.run(
+        [BIN / "ansible", "-i", inventory, host, "-m", "shell", "-a", HAS_WORKSHOP], timeout=120
+    )
+    assert done.returncode in (0, 2), done.stdout + done.stderr  # 2: the command exited non-zero
+    return done.returncode == 0
+
+
+def test_the_workshop_is_on_the_scheduler_host_and_on_a_board_for_its_sweep_only(
+    fleet: Path, source: Path, tmp_path: Path
+) -> None:
+    """ADR 18: the scheduler host's `controller` extra brings the workshop; a board's venv never holds
+    it, and benchmark.yml's context sweep brings it to board1 beside the venv and takes it away."""
+    assert _has_workshop(fleet, "sched")
+    assert not _has_workshop(fleet, "board1")
+    sweep = {
+        "npudure_bench_quick": False,
+        "npudure_bench_contexts": "1",
+        "npudure_bench_contexts_duration_s": 1,
+        "npudure_bench_results_dir": str(tmp_path / "results"),
+    }
+    done = ansible.run(
+        [BIN / "ansible-playbook", "-i", fleet, "--limit", "board1", "-e", json.dumps(sweep), BENCHMARK],
+        timeout=900,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-6000:]
+    assert "TASK [Run the context sweep]" in output and "contexts  path" in output, output[-6000:]
+    assert not _has_workshop(fleet, "board1")
+    left = _board(fleet, "shell", "ls -d /tmp/*-npudure-workshop 2>/dev/null | wc -l").split()[-1]
+    assert left == "0", "the sweep left its workshop folder on the board"
 
 
 def test_check_mode_on_the_converged_fleet_changes_nothing(fleet: Path, source: Path) -> None:
