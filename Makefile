@@ -28,7 +28,7 @@ lint: bootstrap
 typecheck: bootstrap
 	$(VENV)/mypy
 
-## Regenerate requirements/controller.lock (pinned, hashed) from pyproject.toml; then `make test` and commit.
+## Regenerate requirements/controller.lock and fleet.lock (pinned, hashed) from pyproject.toml; then `make test` and commit.
 lock: bootstrap
 	@scripts/lock.sh
 

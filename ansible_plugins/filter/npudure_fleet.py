@@ -138,19 +138,21 @@ def wheelhouse_extras(
     return unique_sorted(extra for extra in wanted if extra in known)
 
 
-def wheelhouse_lock_args(locked: Mapping[str, Any]) -> list[str]:
-    """build_wheelhouse.py's --pin/--pin-hash arguments for npudure_wheelhouse_locked
-    ({name: {version, hashes}}), one --pin-hash per wheel file."""
-    args: list[str] = []
-    for name, lock in sorted(locked.items()):
-        try:
-            args.append(f"--pin={name}=={lock['version']}")
-            args += [f"--pin-hash={name}=sha256:{digest}" for digest in lock["hashes"]]
-        except (KeyError, TypeError) as exc:
-            raise AnsibleFilterError(
-                f"npudure_wheelhouse_locked.{name} needs a version and a list of sha256 hashes: {exc}"
-            ) from None
-    return args
+def wheelhouse_install_sets(hosts: Iterable[str], hostvars: HostVars, groups: Mapping[str, Any]) -> list[str]:
+    """build_wheelhouse.py's --install-set values, EXTRAS@TARGET, one per kind of host and target: each
+    board installs its backend's extra (onnx, rknn; none for sim), each scheduler host its
+    npudure_scheduler_pip_extras (default [controller]), as npudure_common's install names them."""
+    out = []
+    for host in hosts:
+        hv = _vars_of(hostvars, host)
+        (target,) = wheelhouse_targets([host], hostvars)
+        if host in groups.get("scheduler", []):
+            extras = hv.get("npudure_scheduler_pip_extras", ["controller"])
+            out.append(f"{','.join(sorted(set(extras)))}@{target}")
+        if host in groups.get("boards", []):
+            backend = backend_of(hv)
+            out.append(f"{backend if backend in ('onnx', 'rknn') else ''}@{target}")
+    return unique_sorted(out)
 
 
 class FilterModule:
@@ -166,5 +168,5 @@ class FilterModule:
             "npudure_node_names": node_names,
             "npudure_wheelhouse_targets": wheelhouse_targets,
             "npudure_wheelhouse_extras": wheelhouse_extras,
-            "npudure_wheelhouse_lock_args": wheelhouse_lock_args,
+            "npudure_wheelhouse_install_sets": wheelhouse_install_sets,
         }

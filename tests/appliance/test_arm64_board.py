@@ -140,6 +140,18 @@ def test_site_installs_the_aarch64_wheelhouse_with_rknn_toolkit_lite2(board) -> 
     assert arch.stdout.split() == ["aarch64", "aarch64"]
     show = _in_board(lab, "/opt/npudure/venv/bin/pip show rknn-toolkit-lite2")
     assert show.returncode == 0 and "Version: 2.5.0" in show.stdout, show.stdout + show.stderr
+    # Installed from the wheelhouse's hashed share of requirements/fleet.lock, and nothing else.
+    pinned: dict[str, set[str]] = {}
+    for line in _in_board(lab, "cat /opt/npudure/wheelhouse/requirements-rknn.txt").stdout.splitlines():
+        if "==" in line and not line.startswith("#"):
+            name, _, rest = line.partition("==")
+            pinned.setdefault(name.lower(), set()).add(rest.split()[0])
+    freeze = _in_board(lab, "/opt/npudure/venv/bin/pip freeze --all").stdout.split()
+    installed = {n.lower().replace("_", "-"): v for n, _, v in (p.partition("==") for p in freeze)}
+    assert pinned and "rknn-toolkit-lite2" in pinned
+    for name, version in installed.items():
+        if name not in ("npudure", "pip", "setuptools", "wheel"):
+            assert version in pinned.get(name, set()), f"{name}=={version} is not in requirements-rknn.txt"
 
 
 def test_rknnlite_imports_and_loads_the_converted_model(board) -> None:

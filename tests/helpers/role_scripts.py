@@ -4,6 +4,7 @@ scripts, so they are not importable from the package and the tests load them by 
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -16,5 +17,6 @@ def load_role_script(role: str, name: str, module_name: str | None = None) -> Mo
     spec = importlib.util.spec_from_file_location(module_name or name, path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # a dataclass looks its module up there
     spec.loader.exec_module(module)
     return module

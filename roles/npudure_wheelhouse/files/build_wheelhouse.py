@@ -1,7 +1,8 @@
 """Build, or reuse, the wheelhouse the boards install npudure from (they have no package index).
 
 Run on the controller by the npudure_wheelhouse role; prints one JSON object on stdout:
-``{"changed", "path", "wheel", "workshop_wheel", "workshop_extras", "wheels", "key", "actions"}``.
+``{"changed", "path", "wheel", "workshop_wheel", "workshop_extras", "wheels", "requirements", "key",
+"actions"}``.
 
 Two wheels are built from the repository: the runtime (npudure, every host) and, when an extra asked for
 names it (``controller``: the scheduler host's default), the controller's workshop (npudure-workshop,
@@ -14,9 +15,13 @@ Two things decide whether work is needed, so a second run with the same inputs c
 - a digest of the package sources decides whether the wheels are rebuilt. A rebuilt wheel keeps its
   version number, so the install side compares wheel hashes, not versions.
 
-``--pin NAME==VERSION`` fixes a dependency's version (rknn-toolkit-lite2 must equal the boards' librknnrt
-version), and ``--pin-hash NAME=sha256:HEX`` (repeatable: one per wheel file) locks it: every
-downloaded wheel of NAME must hash to one of those, or the build fails and removes it.
+Every dependency comes from the fleet's lock (requirements/fleet.lock, ``make lock``): pip downloads
+only its versions, every downloaded wheel must hash to one of its hashes (or the build fails and removes
+it), and for each set of extras a host installs (``--install-set EXTRAS@TARGET``) the wheelhouse gets a
+``requirements-EXTRAS.txt``: the set's dependencies, with the lock's markers and hashes, that hosts
+install with ``pip --require-hashes``. ``--pin NAME==VERSION`` overrides the lock's version of one
+package (rknn-toolkit-lite2 must equal the boards' librknnrt version); a version the lock does not hold
+needs its hashes (``--pin-hash NAME=sha256:HEX``, one per wheel file).
 """
 
 from __future__ import annotations
@@ -33,18 +38,30 @@ import subprocess
 import sys
 import tempfile
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.utils import canonicalize_name, parse_wheel_filename
+
 # Bump when the folder layout or the download recipe changes: old caches are then ignored.
-LAYOUT = 2
+LAYOUT = 3
+# The fleet's lock, relative to the project (scripts/lock.sh writes it from requirements/fleet.in).
+LOCK_FILE = "requirements/fleet.lock"
 # Oldest glibc a manylinux wheel may target (manylinux2014 = glibc 2.17).
 OLDEST_GLIBC_MINOR = 17
 # Files outside the package that end up in the wheel's metadata.
 PROJECT_FILES = ("pyproject.toml", "README.md", "LICENSE", "setup.cfg", "setup.py", "MANIFEST.in")
 # The workshop's project folder in the repository, its package and its distribution.
 WORKSHOP_DIR, WORKSHOP_PACKAGE, WORKSHOP = "workshop", "npudure_workshop", "npudure-workshop"
+# This repository's own distributions: built here, installed by hash of the built file, never from the lock.
+OWN = frozenset({"npudure", WORKSHOP})
 REQUIREMENT_NAME = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+# One entry of a uv/pip-compile lock, its continuation lines joined: NAME==VERSION [; MARKER] --hash=...
+LOCK_ENTRY = re.compile(
+    r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[^\s;]+)\s*(?:;\s*(?P<marker>.*?))?\s*"
+    r"(?P<hashes>(?:--hash=sha256:[0-9a-f]{64}\s*)+)$"
+)
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo")
 
 
@@ -112,12 +129,15 @@ def dependency_key(
     pip_args: list[str],
     pins: list[str] | None = None,
     pin_hashes: list[str] | None = None,
+    install_sets: list[str] | None = None,
 ) -> str:
     recipe = {
         "layout": LAYOUT,
         "pyproject": (project / "pyproject.toml").read_text(),
+        "lock": (project / LOCK_FILE).read_text() if (project / LOCK_FILE).is_file() else "",
         "targets": sorted(set(targets)),
         "extras": sorted(set(extras)),
+        "install_sets": sorted(set(install_sets or [])),
         "pip_args": pip_args,
     }
     if pins or pin_hashes:  # only then, so existing caches keep their key
@@ -155,25 +175,110 @@ def parse_pin_hashes(items: list[str]) -> dict[str, set[str]]:
     return out
 
 
-def check_pinned(wheels: Path, pins: dict[str, str], hashes: dict[str, set[str]]) -> None:
-    """Every wheel of a pinned package has the pinned version and, when hashes are given, one of them."""
+@dataclass(frozen=True)
+class Locked:
+    """One pinned package of the lock: its version, the environments it is for, its files' sha256."""
+
+    name: str
+    version: str
+    marker: str
+    hashes: frozenset[str]
+
+    def line(self, hashes: Iterable[str] | None = None) -> str:
+        """The entry as a requirements line for ``pip --require-hashes``."""
+        marker = f" ; {self.marker}" if self.marker else ""
+        digests = sorted(hashes if hashes is not None else self.hashes)
+        return f"{self.name}=={self.version}{marker} " + " ".join(f"--hash=sha256:{d}" for d in digests)
+
+
+def parse_lock(text: str, source: str = LOCK_FILE) -> list[Locked]:
+    """The entries of a hashed lock (``uv pip compile --generate-hashes``); comments and options skipped."""
+    logical, current = [], ""
+    for raw in text.splitlines():
+        line = raw.split(" #", 1)[0].strip() if not raw.lstrip().startswith("#") else ""
+        if not line:
+            continue
+        current += " " + line.removesuffix("\\").strip()
+        if not line.endswith("\\"):
+            logical.append(current.strip())
+            current = ""
+    if current.strip():
+        logical.append(current.strip())
+    entries = []
+    for line in logical:
+        if line.startswith("-"):  # an option line (--index-url ...)
+            continue
+        match = LOCK_ENTRY.match(line)
+        if not match:
+            raise ValueError(
+                f"{source}: {line[:80]!r} is not NAME==VERSION with its --hash=sha256 lines; "
+                "regenerate it with `make lock`"
+            )
+        hashes = frozenset(h.removeprefix("--hash=sha256:") for h in match["hashes"].split())
+        entries.append(Locked(normalize(match["name"]), match["version"], match["marker"] or "", hashes))
+    if not entries:
+        raise ValueError(f"{source} locks no package; regenerate it with `make lock`")
+    return entries
+
+
+def effective_lock(
+    entries: list[Locked], pins: dict[str, str], pin_hashes: dict[str, set[str]]
+) -> list[Locked]:
+    """The lock with each pin in place of the lock's versions of that package. A pin the lock holds keeps
+    the lock's hashes (narrowed to the pin's, when given); another version must bring its own hashes."""
+    out = [e for e in entries if e.name not in pins]
+    for name, version in sorted(pins.items()):
+        held = [e for e in entries if e.name == name and e.version == version]
+        given = frozenset(pin_hashes.get(name, ()))
+        if held:
+            hashes = (held[0].hashes & given) if given else held[0].hashes
+            if not hashes:
+                raise ValueError(f"{name} {version}: none of the given hashes is among the lock's for it")
+            out.append(Locked(name, version, held[0].marker, hashes))
+        elif given:
+            out.append(Locked(name, version, "", given))
+        else:
+            locked = sorted(e.version for e in entries if e.name == name) or ["none"]
+            raise ValueError(
+                f"{name} is pinned to {version}, which {LOCK_FILE} does not hold (it locks "
+                f"{', '.join(locked)}) and no hashes were given for it: add the sha256 of its wheels "
+                f"(npudure_wheelhouse_rknn_lite_hashes for rknn-toolkit-lite2), or pin {locked[0]}"
+            )
+    return out
+
+
+def write_constraints(path: Path, entries: list[Locked]) -> None:
+    """The lock's versions and markers, without hashes (pip ignores or refuses hashes in constraints)."""
+    lines = [f"{e.name}=={e.version}" + (f" ; {e.marker}" if e.marker else "") for e in entries]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def check_locked(wheels: Path, entries: list[Locked]) -> None:
+    """Every downloaded wheel (but this repository's own) is a version the lock holds, with one of its
+    hashes; a wheel that is not is removed, so a host can never install it."""
+    allowed: dict[tuple[str, str], set[str]] = {}
+    for e in entries:
+        allowed.setdefault((e.name, e.version), set()).update(e.hashes)
     for path in sorted(wheels.glob("*.whl")):
-        name, version = normalize(path.name.split("-")[0]), path.name.split("-")[1]
-        if name in pins and version != pins[name]:
+        name, version, _, _ = parse_wheel_filename(path.name)
+        name = canonicalize_name(name)
+        if name in OWN:
+            continue
+        digests = allowed.get((name, str(version)))
+        if digests is None:
             path.unlink()
-            raise RuntimeError(f"{path.name}: {name} is pinned to {pins[name]}, pip fetched {version}")
-        if name in hashes:
-            digest = hashlib.sha256(path.read_bytes()).hexdigest()
-            if digest not in hashes[name]:
-                path.unlink()
-                raise RuntimeError(
-                    f"{path.name} hashes to sha256:{digest}, which is not among the locked hashes of {name} "
-                    "(npudure_wheelhouse_rknn_lite_hashes, npudure_wheelhouse_locked): a different file than "
-                    "the one locked; removed it"
-                )
-    for name in hashes:
-        if not any(normalize(p.name.split("-")[0]) == name for p in wheels.glob("*.whl")):
-            raise RuntimeError(f"{name} is locked by hash but no wheel of it was downloaded")
+            raise RuntimeError(
+                f"{path.name}: {name} {version} is not in {LOCK_FILE}; removed it. A dependency changed: "
+                "run `make lock` and commit the lock"
+            )
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        if digest not in digests:
+            path.unlink()
+            raise RuntimeError(
+                f"{path.name} hashes to sha256:{digest}, which is not among the locked hashes of {name} "
+                f"{version} ({LOCK_FILE}, npudure_wheelhouse_rknn_lite_hashes): a different file than the "
+                "one locked; removed it"
+            )
 
 
 # Zip timestamps of the npudure wheel (1980-01-01, the earliest a zip holds): with the file modes set
@@ -230,6 +335,33 @@ def _build_wheel(python: str, project: Path, package: str, wheels: Path) -> str:
         return built[0].name
 
 
+def target_args(target: str) -> list[str]:
+    """pip's options for another machine's wheels: its platform tags, Python version and ABIs."""
+    machine, glibc, version = parse_target(target)
+    args = ["--only-binary=:all:"]
+    for tag in platform_tags(machine, glibc):
+        args += ["--platform", tag]
+    abi = "cp" + version.replace(".", "")
+    return [
+        *args,
+        "--python-version",
+        version,
+        "--implementation",
+        "cp",
+        "--abi",
+        abi,
+        "--abi",
+        "abi3",
+        "--abi",
+        "none",
+    ]
+
+
+def with_extras(path: Path, extras: Iterable[str]) -> str:
+    names = sorted({e for e in extras if e})
+    return str(path) + (f"[{','.join(names)}]" if names else "")
+
+
 def download_dependencies(
     python: str,
     wheels: Path,
@@ -237,25 +369,80 @@ def download_dependencies(
     targets: list[str],
     extras: list[str],
     pip_args: list[str],
-    pins: dict[str, str] | None = None,
+    constraints: Path,
 ) -> None:
-    requirement = str(wheels / wheel) + (f"[{','.join(sorted(set(extras)))}]" if extras else "")
-    pinned = [f"{name}=={version}" for name, version in sorted((pins or {}).items())]
+    """Every target's wheels of npudure[extras], at the versions of the lock (``constraints``)."""
     for target in sorted(set(targets)):
-        machine, glibc, version = parse_target(target)
         # --find-links: the workshop wheel built into this folder, which no index has.
-        cmd = [python, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(wheels)]
-        cmd += ["--find-links", str(wheels)]
-        for tag in platform_tags(machine, glibc):
-            cmd += ["--platform", tag]
-        abi = "cp" + version.replace(".", "")
-        cmd += ["--python-version", version, "--implementation", "cp", "--abi", abi, "--abi", "abi3"]
-        cmd += ["--abi", "none", *pip_args, requirement, *pinned]
+        cmd = [python, "-m", "pip", "download", "-q", "-d", str(wheels), "--find-links", str(wheels)]
+        cmd += [*target_args(target), "-c", str(constraints), *pip_args, with_extras(wheels / wheel, extras)]
         run(cmd)
 
 
+def parse_install_set(text: str) -> tuple[str, str]:
+    """``EXTRAS@TARGET`` (``rknn@aarch64:2.36:3.11``, ``@TARGET`` for none): what a kind of host installs."""
+    extras, sep, target = text.rpartition("@")
+    if not sep:
+        raise ValueError(
+            f"install set {text!r} is not EXTRAS@MACHINE:GLIBC:PYTHON, e.g. rknn@aarch64:2.36:3.11"
+        )
+    parse_target(target)
+    return ",".join(sorted({e.strip() for e in extras.split(",") if e.strip()})), target
+
+
+def requirements_name(extras: str) -> str:
+    """The file a host with these extras installs from (npudure_common names it the same way)."""
+    return f"requirements-{extras.replace(',', '+') or 'base'}.txt"
+
+
+def install_closure(
+    python: str, wheels: Path, wheel: str, extras: str, target: str, constraints: Path
+) -> set[tuple[str, str]]:
+    """The (name, version) pairs pip installs for npudure[extras] on ``target``, resolved offline from the
+    wheelhouse (a dry run: nothing is installed)."""
+    with tempfile.TemporaryDirectory(prefix="npudure-closure-") as scratch:
+        report = Path(scratch, "report.json")
+        cmd = [
+            python,
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--ignore-installed",
+            "-q",
+            "--report",
+            str(report),
+        ]
+        cmd += ["--disable-pip-version-check", "--no-index", "--find-links", str(wheels)]
+        cmd += [*target_args(target), "--target", str(Path(scratch, "target")), "-c", str(constraints)]
+        run([*cmd, with_extras(wheels / wheel, extras.split(","))])
+        installed = json.loads(report.read_text())["install"]
+    return {(canonicalize_name(i["metadata"]["name"]), i["metadata"]["version"]) for i in installed}
+
+
+def write_requirements(
+    wheels: Path, extras: str, closure: set[tuple[str, str]], entries: list[Locked]
+) -> str:
+    """requirements-EXTRAS.txt: the lock's entries of the closure (this repository's own wheels apart,
+    installed by the role by their own hash), with the lock's markers and hashes."""
+    wanted = {pair for pair in closure if pair[0] not in OWN}
+    chosen = [e for e in entries if (e.name, e.version) in wanted]
+    missing = wanted - {(e.name, e.version) for e in chosen}
+    if missing:
+        raise RuntimeError(
+            f"npudure[{extras}] needs {sorted(missing)}, which {LOCK_FILE} does not hold: run `make lock`"
+        )
+    name = requirements_name(extras)
+    project = with_extras(Path("npudure"), extras.split(","))
+    header = f"# {project}'s dependencies from {LOCK_FILE}: pip install --require-hashes -r {name}\n"
+    body = "\n".join(e.line() for e in sorted(chosen, key=lambda e: (e.name, e.version)))
+    (wheels / name).write_text(header + body + "\n")
+    return name
+
+
 def write_manifest(wheels: Path) -> None:
-    lines = [f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.name}" for p in sorted(wheels.glob("*.whl"))]
+    files = sorted([*wheels.glob("*.whl"), *wheels.glob("requirements-*.txt")])
+    lines = [f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.name}" for p in files]
     (wheels / "MANIFEST.sha256").write_text("\n".join(lines) + "\n")
 
 
@@ -276,13 +463,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--target", action="append", default=[], help="MACHINE:GLIBC:PYTHON, repeatable")
     parser.add_argument("--extra", action="append", default=[], help="npudure extra (onnx, rknn), repeatable")
+    parser.add_argument(
+        "--install-set",
+        action="append",
+        default=[],
+        metavar="EXTRAS@TARGET",
+        help="the extras one kind of host installs, on its target (rknn@aarch64:2.36:3.11), repeatable",
+    )
     parser.add_argument("--pip-arg", action="append", default=[], help="extra argument for pip download")
-    parser.add_argument("--pin", action="append", default=[], help="NAME==VERSION a dependency must have")
+    parser.add_argument("--pin", action="append", default=[], help="NAME==VERSION in place of the lock's")
     parser.add_argument(
         "--pin-hash",
         action="append",
         default=[],
-        help="NAME=sha256:HEX allowed for a pinned wheel, repeatable",
+        help="NAME=sha256:HEX of a pinned version the lock does not hold, repeatable",
     )
     parser.add_argument("--check", action="store_true", help="report what would change, change nothing")
     parser.add_argument(
@@ -313,9 +507,18 @@ def main(argv: list[str] | None = None) -> int:
         for target in args.target:
             machine, glibc, _ = parse_target(target)
             platform_tags(machine, glibc)
+        install_sets = [parse_install_set(text) for text in args.install_set]
         pins = dict(parse_pin(p) for p in args.pin)
         pin_hashes = parse_pin_hashes(args.pin_hash)
-        key = dependency_key(project, args.target, args.extra, args.pip_arg, args.pin, args.pin_hash)
+        lock_path = project / LOCK_FILE
+        if not lock_path.is_file():
+            raise ValueError(
+                f"{project} has no {LOCK_FILE}: the checkout is incomplete (`make lock` writes it)"
+            )
+        entries = effective_lock(parse_lock(lock_path.read_text()), pins, pin_hashes)
+        key = dependency_key(
+            project, args.target, args.extra, args.pip_arg, args.pin, args.pin_hash, args.install_set
+        )
         folder = args.cache.resolve() / key
         wheels = folder / "wheels"
         state_file = folder / "state.json"
@@ -339,8 +542,20 @@ def main(argv: list[str] | None = None) -> int:
                 state["source"] = digest
                 state_file.write_text(json.dumps(state))
                 if not state.get("dependencies_complete"):
-                    download_dependencies(python, wheels, wheel, args.target, args.extra, args.pip_arg, pins)
-                    check_pinned(wheels, pins, pin_hashes)
+                    constraints = folder / "constraints.txt"
+                    write_constraints(constraints, entries)
+                    download_dependencies(
+                        python, wheels, wheel, args.target, args.extra, args.pip_arg, constraints
+                    )
+                    check_locked(wheels, entries)
+                    for old in wheels.glob("requirements-*.txt"):
+                        old.unlink()
+                    closures: dict[str, set[tuple[str, str]]] = {}
+                    for extras, target in install_sets:
+                        closure = install_closure(python, wheels, wheel, extras, target, constraints)
+                        closures.setdefault(extras, set()).update(closure)
+                    for extras, closure in sorted(closures.items()):
+                        write_requirements(wheels, extras, closure, entries)
                     state["dependencies_complete"] = True
                 write_manifest(wheels)
                 state_file.write_text(json.dumps(state))
@@ -359,6 +574,7 @@ def main(argv: list[str] | None = None) -> int:
         "workshop_wheel": present_workshop[0].name if present_workshop else "",
         "workshop_extras": brings_workshop,
         "wheels": sorted(p.name for p in wheels.glob("*.whl")) if wheels.is_dir() else [],
+        "requirements": sorted(p.name for p in wheels.glob("requirements-*.txt")) if wheels.is_dir() else [],
     }
     print(json.dumps(result))
     return 0

@@ -158,12 +158,24 @@ def test_node_names_of_the_boards() -> None:
     assert fleet.node_names([], hostvars) == []
 
 
-def test_wheelhouse_lock_args_pin_each_locked_package_and_hash() -> None:
-    locked = {"simplejpeg": {"version": "1.9.0", "hashes": ["a" * 64, "b" * 64]}}
-    assert fleet.wheelhouse_lock_args(locked) == [
-        "--pin=simplejpeg==1.9.0",
-        f"--pin-hash=simplejpeg=sha256:{'a' * 64}",
-        f"--pin-hash=simplejpeg=sha256:{'b' * 64}",
+def test_wheelhouse_install_sets_name_what_each_kind_of_host_installs() -> None:
+    def probe(machine: str, python: str) -> dict:
+        stdout = json.dumps({"machine": machine, "libc": ["glibc", "2.36"], "python": python})
+        return {"__npudure_wheelhouse_probe": {"stdout": stdout}}
+
+    hostvars = {
+        "s1": probe("x86_64", "3.11"),
+        "b1": {**probe("aarch64", "3.11"), "npudure_agent_backend": "rknn"},
+        "b2": {**probe("aarch64", "3.11"), "npudure_agent_backend": "rknn"},
+        "b3": {**probe("x86_64", "3.11"), "npudure_agent_backend": "sim"},
+        "b4": {**probe("x86_64", "3.12"), "npudure_agent_backend": "onnx"},
+    }
+    groups = {"scheduler": ["s1"], "boards": ["b1", "b2", "b3", "b4"]}
+    assert fleet.wheelhouse_install_sets(list(hostvars), hostvars, groups) == [
+        "@x86_64:2.36:3.11",
+        "controller@x86_64:2.36:3.11",
+        "onnx@x86_64:2.36:3.12",
+        "rknn@aarch64:2.36:3.11",
     ]
-    with pytest.raises(AnsibleFilterError, match=r"npudure_wheelhouse_locked\.simplejpeg needs a version"):
-        fleet.wheelhouse_lock_args({"simplejpeg": {"hashes": []}})
+    hostvars["s1"]["npudure_scheduler_pip_extras"] = ["onnx", "controller"]
+    assert "controller,onnx@x86_64:2.36:3.11" in fleet.wheelhouse_install_sets(["s1"], hostvars, groups)

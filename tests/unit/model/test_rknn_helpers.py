@@ -1,15 +1,13 @@
 """Fast checks of the rknn helpers: the simulator comparison, the converter lock, binfmt registration,
-the arm64 image and inventory bits, and the wheelhouse pin/hash lock (no toolkit, no root, no lab)."""
+the arm64 image and inventory bits (no toolkit, no root, no lab)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers.role_scripts import load_role_script
 
 from npudure_workshop.lab import binfmt, image, inventory
 from npudure_workshop.lab.lab import arm64_board_names
@@ -142,70 +140,9 @@ def test_the_last_boards_are_arm64_and_the_inventory_says_so(tmp_path) -> None:
     assert hosts["board3"]["npudure_lab_arch"] == "arm64" and "npudure_lab_arch" not in hosts["board1"]
 
 
-# ---------------------------------------------------------------- wheelhouse pin + hash lock
-@pytest.fixture(scope="module")
-def wheelhouse():
-    return load_role_script("npudure_wheelhouse", "build_wheelhouse", "build_wheelhouse_rknn")
-
-
-def test_pins_and_hashes_parse_and_refuse_bad_input(wheelhouse) -> None:
-    assert wheelhouse.parse_pin("rknn_toolkit_lite2==2.5.0") == ("rknn-toolkit-lite2", "2.5.0")
-    for bad in ("rknn-toolkit-lite2>=2.5", "rknn-toolkit-lite2", "==2.5.0"):
-        with pytest.raises(ValueError):
-            wheelhouse.parse_pin(bad)
-    digest = "a" * 64
-    assert wheelhouse.parse_pin_hashes([f"rknn-toolkit-lite2=sha256:{digest}"]) == {
-        "rknn-toolkit-lite2": {digest}
-    }
-    with pytest.raises(ValueError):
-        wheelhouse.parse_pin_hashes(["rknn-toolkit-lite2=md5:abc"])
-
-
-def test_a_wheel_with_another_hash_or_version_is_refused(wheelhouse, tmp_path) -> None:
-    wheel = tmp_path / "rknn_toolkit_lite2-2.5.0-cp311-cp311-manylinux_2_17_aarch64.whl"
-    wheel.write_bytes(b"the locked file")
-    good = hashlib.sha256(b"the locked file").hexdigest()
-    pins = {"rknn-toolkit-lite2": "2.5.0"}
-    wheelhouse.check_pinned(tmp_path, pins, {"rknn-toolkit-lite2": {good}})  # passes
-    with pytest.raises(RuntimeError, match="not among the locked hashes"):
-        wheelhouse.check_pinned(tmp_path, pins, {"rknn-toolkit-lite2": {"b" * 64}})
-    assert not wheel.exists()  # the unlocked file is removed, never installed
-    other = tmp_path / "rknn_toolkit_lite2-2.3.2-cp311-cp311-manylinux_2_17_aarch64.whl"
-    other.write_bytes(b"x")
-    with pytest.raises(RuntimeError, match=r"pinned to 2\.5\.0, pip fetched 2\.3\.2"):
-        wheelhouse.check_pinned(tmp_path, pins, {})
-
-
-def test_the_role_locks_the_pinned_version(wheelhouse) -> None:
-    import yaml
-
-    defaults = yaml.safe_load((ROOT / "roles/npudure_wheelhouse/defaults/main.yml").read_text())
-    hashes = defaults["npudure_wheelhouse_rknn_lite_hashes"]
-    # The default pin follows the converter's toolkit version, and that version is locked.
-    assert toolkit.pinned_version() in hashes and len(hashes[toolkit.pinned_version()]) >= 3
-
-
 def test_more_arm64_boards_than_boards_is_refused(tmp_path) -> None:
     from npudure_workshop.lab import Lab, LabError
 
     with pytest.raises(LabError, match=r"--arm64-boards must be between 0 and the number of boards \(1\)"):
         Lab(tmp_path / "state").up(boards=1, arm64_boards=2, log=lambda _m: None)
     assert not (tmp_path / "state").exists()  # refused before anything was made
-
-
-def test_the_role_locks_simplejpeg_at_the_projects_pin(wheelhouse) -> None:
-    import tomllib
-
-    import yaml
-
-    role = ROOT / "roles/npudure_wheelhouse"
-    locked = yaml.safe_load((role / "defaults/main.yml").read_text())["npudure_wheelhouse_locked"]
-    spec = yaml.safe_load((role / "meta/argument_specs.yml").read_text())["argument_specs"]["main"]
-    assert spec["options"]["npudure_wheelhouse_locked"]["default"] == locked
-    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    assert f"simplejpeg=={locked['simplejpeg']['version']}" in deps
-    hashes = locked["simplejpeg"]["hashes"]
-    assert len(set(hashes)) == len(hashes) >= 6  # cp310-cp312 at least, aarch64 and x86_64
-    assert wheelhouse.parse_pin_hashes([f"simplejpeg=sha256:{h}" for h in hashes])["simplejpeg"] == set(
-        hashes
-    )

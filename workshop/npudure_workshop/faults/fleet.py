@@ -104,7 +104,8 @@ def ensure_lab(boards: int, log: Log = print):
 
 
 # What the wheelhouse builds its two wheels from: the runtime (npudure/) and the workshop (workshop/).
-SOURCE_FILES = ("pyproject.toml", "README.md", "LICENSE")
+# What the wheelhouse reads: the project files, the fleet's lock (its dependencies), the two packages.
+SOURCE_FILES = ("pyproject.toml", "README.md", "LICENSE", "requirements/fleet.lock")
 SOURCE_DIRS = ("npudure", "workshop")
 
 
@@ -113,6 +114,7 @@ def frozen_source(dest: Path) -> Path:
     change what is deployed (the appliance tests' `source` fixture uses it too)."""
     for name in SOURCE_FILES:
         if (ROOT / name).is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, dest / name)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "build", "*.egg-info")
     for name in SOURCE_DIRS:
