@@ -461,23 +461,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--cache", type=Path, help="cache folder on the controller (required but for --workshop-wheel)"
     )
-    parser.add_argument("--target", action="append", default=[], help="MACHINE:GLIBC:PYTHON, repeatable")
-    parser.add_argument("--extra", action="append", default=[], help="npudure extra (onnx, rknn), repeatable")
-    parser.add_argument(
-        "--install-set",
-        action="append",
-        default=[],
-        metavar="EXTRAS@TARGET",
-        help="the extras one kind of host installs, on its target (rknn@aarch64:2.36:3.11), repeatable",
-    )
-    parser.add_argument("--pip-arg", action="append", default=[], help="extra argument for pip download")
-    parser.add_argument("--pin", action="append", default=[], help="NAME==VERSION in place of the lock's")
-    parser.add_argument(
-        "--pin-hash",
-        action="append",
-        default=[],
-        help="NAME=sha256:HEX of a pinned version the lock does not hold, repeatable",
-    )
+    repeatable = {  # option: (metavar, help); each may be given several times
+        "--target": ("MACHINE:GLIBC:PYTHON", "a host platform, e.g. aarch64:2.36:3.11"),
+        "--extra": ("EXTRA", "an npudure extra to download for (onnx, rknn, controller)"),
+        "--install-set": (
+            "EXTRAS@TARGET",
+            "what one kind of host installs, on its target (rknn@aarch64:2.36:3.11)",
+        ),
+        "--pip-arg": ("ARG", "an extra argument for pip download"),
+        "--pin": ("NAME==VERSION", "a version in place of the lock's"),
+        "--pin-hash": ("NAME=sha256:HEX", "a hash of a pinned version the lock does not hold"),
+    }
+    for option, (metavar, text) in repeatable.items():
+        parser.add_argument(option, action="append", default=[], metavar=metavar, help=text + ", repeatable")
     parser.add_argument("--check", action="store_true", help="report what would change, change nothing")
     parser.add_argument(
         "--workshop-wheel",
