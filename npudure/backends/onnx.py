@@ -26,7 +26,8 @@ from npudure.backends.base import (
 )
 from npudure.config import AgentConfig, PostprocessConfig
 from npudure.vision.labels import NamesError, parse_names, resolve_names
-from npudure.vision.postprocess import Layout, LayoutError, detect_layout, num_classes, postprocess_with
+from npudure.vision.model_io import ModelIOError, read_model_io
+from npudure.vision.postprocess import Layout, postprocess_with
 
 _REBUILD = "rebuild it with `npudure model build --force` (or copy the fleet's model again)"
 
@@ -114,31 +115,10 @@ class OnnxBackend(ModelFileBackend):
     @staticmethod
     def _check_model(session: object, path: object, config: AgentConfig) -> tuple[str, Layout, int, int]:
         """(input name, output layout, input side, class count), read from the model itself."""
-        inputs = session.get_inputs()  # type: ignore[attr-defined]
-        shape = list(inputs[0].shape) if len(inputs) == 1 else []
-        size = shape[2] if len(shape) == 4 else None
-        if (
-            len(inputs) != 1
-            or len(shape) != 4
-            or shape[1] != 3
-            or not isinstance(size, int)
-            or shape[3] != size
-            or size % 32
-        ):
-            got = ", ".join(f"{i.name} {i.shape}" for i in inputs)
-            raise BackendError(
-                f"model file {path} takes {got}, but the agent feeds one [1,3,S,S] image with a fixed side "
-                f"S, a multiple of 32 (e.g. {INPUT_SIZE}): export the YOLOv8 model with a fixed square imgsz "
-                "(yolo export format=onnx imgsz=640)"
-            )
-        if config.input_size is not None and config.input_size != size:
-            raise BackendError(
-                f"model file {path} takes {size}x{size} frames but the agent config says input_size "
-                f"{config.input_size}: remove input_size from the config or fix it"
-            )
-        out_shapes = [[d if isinstance(d, int) else 1 for d in o.shape] for o in session.get_outputs()]  # type: ignore[attr-defined]
+        inputs = [(i.name, i.shape) for i in session.get_inputs()]  # type: ignore[attr-defined]
+        outputs = [o.shape for o in session.get_outputs()]  # type: ignore[attr-defined]
         try:
-            layout = detect_layout(out_shapes)
-        except LayoutError as exc:
-            raise BackendError(f"model file {path}: {exc}") from None
-        return inputs[0].name, layout, size, num_classes(out_shapes)
+            io = read_model_io(path, inputs, outputs, config.input_size, INPUT_SIZE)
+        except ModelIOError as exc:
+            raise BackendError(str(exc)) from None
+        return io.input_name, io.layout, io.size, io.classes

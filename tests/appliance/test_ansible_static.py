@@ -201,6 +201,26 @@ def test_agent_templates_render_a_config_the_agent_accepts(tmp_path: Path) -> No
     assert agent.admin.token_file == "${CREDENTIALS_DIRECTORY}/admin-token"
 
 
+def test_the_agent_config_takes_the_boards_input_size_for_a_user_model(tmp_path: Path) -> None:
+    extra = {
+        "npudure_backend": "onnx",
+        "npudure_agent_model_src": "/models/best.onnx",
+        "npudure_agent_input_size": 320,
+    }
+    out = render(tmp_path, "npudure_agent", "boards", ["agent.yml.j2"], extra)
+    agent = config.parse(config.AgentConfig, yaml.safe_load((out / "board1-agent.yml").read_text()), "board1")
+    assert agent.input_size == 320 and agent.model == "/var/lib/npudure/models/best.onnx"
+    (tmp_path / "plain").mkdir()
+    plain = render(
+        tmp_path / "plain",
+        "npudure_agent",
+        "boards",
+        ["agent.yml.j2"],
+        {**extra, "npudure_agent_input_size": 0},
+    )
+    assert "input_size" not in (plain / "board1-agent.yml").read_text()  # the model's own size
+
+
 def test_scheduler_templates_render_the_boards_of_the_inventory(tmp_path: Path) -> None:
     out = render(
         tmp_path,

@@ -1,8 +1,9 @@
 """The appliance on the emulated fleet: three systemd-nspawn boards and a scheduler host (root).
 
 - bad input stops the run in the preflight, before the wheelhouse is built, with a message that
-  names the host and the fix: an unreachable board, a missing model file, a wrong backend name, a
-  board whose RKNN runtime version differs from the fleet's, a board without the runtime;
+  names the host and the fix: an unreachable board, a missing model file, a model file the boards
+  cannot serve (no model, not YOLOv8, another input size), a wrong backend name, a board whose RKNN
+  runtime version differs from the fleet's, a board without the runtime;
 - molecule test (syntax, create, converge, idempotence, verify) on the lab; the two wings as installed
   (the workshop on the scheduler host, never in a board's venv, and brought to board1 by benchmark.yml
   for its context sweep only); then a check-mode run on the converged fleet that changes nothing and
@@ -27,6 +28,7 @@ import pytest
 import yaml
 from helpers import ansible
 from helpers.ansible import BIN, ROOT
+from helpers.onnx_graphs import declared_onnx
 
 SITE = ROOT / "playbooks" / "site.yml"
 BENCHMARK = ROOT / "playbooks" / "benchmark.yml"
@@ -80,6 +82,41 @@ def test_missing_model_file_stops_the_run(fleet: Path, tmp_path: Path) -> None:
         done,
         f"board1: model file {missing} (npudure_agent_model_src) is missing on the controller",
         "Fix: copy the .onnx model there or correct the path",
+    )
+
+
+@pytest.mark.parametrize(
+    ("case", "extra", "needle"),
+    [
+        ("garbage", {}, "not a readable ONNX model (DecodeError); export it again"),
+        (
+            "classifier",
+            {},
+            "is not a YOLOv8 detection export: cannot read YOLOv8 outputs with shapes [1,1000]",
+        ),
+        (
+            "user",
+            {"npudure_agent_input_size": 640},
+            "takes 320x320 frames but the agent config says input_size 640",
+        ),
+    ],
+)
+def test_a_model_the_boards_cannot_serve_stops_the_run(
+    fleet: Path, tmp_path: Path, case: str, extra: dict, needle: str
+) -> None:
+    """Read on the controller (`npudure model check`) before the wheelhouse: a file that is no model, a
+    classifier, and a user's 320 export on boards whose config says 640."""
+    model = tmp_path / f"{case}.onnx"
+    if case == "garbage":
+        model.write_bytes(b"not a model at all")
+    elif case == "classifier":
+        declared_onnx(model, [1, 3, 224, 224], [[1, 1000]])
+    else:
+        declared_onnx(model, [1, 3, 320, 320], [[1, 7, 2100]], "{0: 'cat', 1: 'dog', 2: 'plate'}")
+    variables = {"npudure_backend": "onnx", "npudure_agent_model_src": str(model), **extra}
+    done = _playbook(fleet, "-e", json.dumps(variables), timeout=300)
+    _assert_stopped_early(
+        done, f"board1: model file {model}" if case != "garbage" else f"board1: {model}", needle
     )
 
 

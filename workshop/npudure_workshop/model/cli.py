@@ -44,6 +44,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     info = sub.add_parser("info", help="show a model's inputs, outputs, parameters, FLOPs and sha256")
     info.add_argument("path", type=Path)
 
+    check = sub.add_parser(
+        "check",
+        help="say whether the boards will serve a model file (YOLOv8 outputs, input size, class names)",
+        description="Read an .onnx (or an .rknn with the record `npudure model convert` wrote beside it) "
+        "as the agent will, without deploying it: one [1,3,S,S] input with a fixed side, YOLOv8 outputs "
+        "the post-processing reads, class names that fit the class count. site.yml's preflight runs it "
+        "for every model a board is to hold. Prints one line; exit 65 with the reason and the fix when "
+        "the boards would refuse it.",
+    )
+    check.add_argument("model", type=Path, help="the .onnx or .rknn file")
+    check.add_argument(
+        "--input-size", type=whole(32), help="the side the boards' config sets (default: the model's own)"
+    )
+
     labelmap = sub.add_parser(
         "labelmap",
         help="write Frigate's labelmap for a model (its labelmap_path), COCO-80 without one",
@@ -305,6 +319,24 @@ def _labelmap(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check(args: argparse.Namespace) -> int:
+    from npudure_workshop.model.check import ModelCheckError, check_model
+
+    try:
+        print(check_model(args.model, args.input_size).line())
+    except ModelCheckError as exc:
+        print(f"npudure model check: {exc}", file=sys.stderr)
+        return 65  # EX_DATAERR: the model, not the command line
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
-    commands = {"build": _build, "info": _info, "frames": _frames, "convert": _convert, "labelmap": _labelmap}
+    commands = {
+        "build": _build,
+        "info": _info,
+        "frames": _frames,
+        "convert": _convert,
+        "labelmap": _labelmap,
+        "check": _check,
+    }
     return commands[args.model_command](args)
