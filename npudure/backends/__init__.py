@@ -23,7 +23,14 @@ def create_backend(config: AgentConfig, contexts: int | None = None) -> Backend:
 
         memory.check(count, memory.SIM_CONTEXT_BYTES, "the sim's stated figure")
         # Named by its board: the board's models share one emulated NPU, as they share the real one.
-        return SimBackend(count, config.sim, npu_cores=config.npu_cores, board=config.node_name)
+        return SimBackend(
+            count,
+            config.sim,
+            npu_cores=config.npu_cores,
+            board=config.node_name,
+            input_size=config.input_size,
+            class_names=config.class_names,
+        )
     if config.backend == "onnx":
         from npudure.backends.onnx import OnnxBackend
 

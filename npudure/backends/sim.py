@@ -40,12 +40,14 @@ import math
 import threading
 import time
 import zlib
+from collections.abc import Sequence
 
 import numpy as np
 
 from npudure.backends import sim_npu
 from npudure.backends.base import INPUT_SIZE, NO_DETECTIONS, Backend, Context, ContextResult
 from npudure.config import SimConfig
+from npudure.vision.labels import COCO80
 
 MAX_HANG_S = 600.0
 
@@ -60,22 +62,23 @@ CAP_LADDER: tuple[tuple[int, float], ...] = (
 )
 
 
-def synthetic_detections(image: np.ndarray, limit: int) -> np.ndarray:
+def synthetic_detections(image: np.ndarray, limit: int, classes: int = 80) -> np.ndarray:
     """SYNTHETIC detections, not a model's: 1..``limit`` boxes (x1, y1, x2, y2, score, class_id rows in
-    input pixels, scores 0.25-0.95, COCO class ids) drawn from a generator seeded by a sample of the
-    frame's pixels, so the same frame always gets the same boxes and different frames (almost always)
-    different ones."""
+    the pixels of the square ``image``, scores 0.25-0.95, class ids below ``classes``) drawn from a
+    generator seeded by a sample of the frame's pixels, so the same frame always gets the same boxes and
+    different frames (almost always) different ones."""
     if limit <= 0:
         return NO_DETECTIONS
     seed = zlib.crc32(np.ascontiguousarray(image[::7, ::7]).data)
     rng = np.random.default_rng([0x73796E74, seed])  # namespaced apart from the frame and model seeds
+    side = image.shape[0]
     n = int(rng.integers(1, limit + 1))
-    xy = rng.uniform(0, INPUT_SIZE * 0.8, (n, 2))
-    wh = rng.uniform(INPUT_SIZE * 0.03, INPUT_SIZE * 0.4, (n, 2))
-    corners = np.clip(np.concatenate([xy, xy + wh], axis=1), 0, INPUT_SIZE)
+    xy = rng.uniform(0, side * 0.8, (n, 2))
+    wh = rng.uniform(side * 0.03, side * 0.4, (n, 2))
+    corners = np.clip(np.concatenate([xy, xy + wh], axis=1), 0, side)
     scores = rng.uniform(0.25, 0.95, (n, 1))
-    classes = rng.integers(0, 80, (n, 1))
-    return np.concatenate([corners, scores, classes], axis=1).astype(np.float32)
+    ids = rng.integers(0, classes, (n, 1))
+    return np.concatenate([corners, scores, ids], axis=1).astype(np.float32)
 
 
 def cap_factor(cap_mhz: int | None) -> float:
@@ -129,7 +132,8 @@ class _SimContext(Context):
         inference_s = time.perf_counter() - start
         t1 = time.perf_counter()
         c2 = time.thread_time_ns()
-        detections = synthetic_detections(self._input, self._backend.config.synthetic_detections)
+        limit = self._backend.config.synthetic_detections
+        detections = synthetic_detections(self._input, limit, len(self._backend.class_names))
         cpu = {"npu_input": c1 - c0, "postprocess": time.thread_time_ns() - c2}
         return ContextResult(detections, 0.0, inference_s, time.perf_counter() - t1, npu_input_s, cpu)
 
@@ -144,8 +148,15 @@ class SimBackend(Backend):
         config: SimConfig,
         npu_cores: int = sim_npu.CALIBRATED_CORES,
         board: str | None = None,
+        input_size: int | None = None,
+        class_names: Sequence[str] | None = None,
     ) -> None:
         self.config = config
+        # A user's model as the config names it (its size and names, from `npudure model check` on the
+        # controller): frames are letterboxed to it and detections carry its class ids. The NPU time
+        # stays YOLOv8n's at 640, the calibrated figure.
+        self._input_size = input_size or INPUT_SIZE
+        self._names = tuple(class_names) if class_names else COCO80
         self.npu_cores = npu_cores
         # The board's NPU, shared by every context of every model on ``board`` (and by those made to
         # replace hung ones); a backend without a board name has an NPU of its own.
@@ -167,6 +178,14 @@ class SimBackend(Backend):
     @property
     def runtime_version(self) -> str:
         return "sim-rk3576-2 (emulated)"
+
+    @property
+    def input_size(self) -> int:
+        return self._input_size
+
+    @property
+    def class_names(self) -> tuple[str, ...]:
+        return self._names
 
     @property
     def cpu_cap_mhz(self) -> int | None:

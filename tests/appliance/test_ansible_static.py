@@ -221,6 +221,26 @@ def test_the_agent_config_takes_the_boards_input_size_for_a_user_model(tmp_path:
     assert "input_size" not in (plain / "board1-agent.yml").read_text()  # the model's own size
 
 
+def test_a_sim_board_serves_a_users_model_under_its_size_and_names(tmp_path: Path) -> None:
+    """npudure model check's reading of a repository model's file (registered by the preflight) goes into
+    a sim board's config, so the emulated board answers with that model's size and names."""
+    read = {"path": "/m/user.onnx", "input_size": 320, "classes": 3, "names": ["cat", "dog", "plate"]}
+    extra = {
+        "npudure_backend": "sim",
+        "npudure_models": [{"name": "yolov8n", "default": True}, {"name": "plates", "src": "/m/user.onnx"}],
+        "__npudure_agent_model_check": {
+            "results": [{"rc": 0, "item": {"name": "plates"}, "stdout": json.dumps(read)}]
+        },
+    }
+    out = render(tmp_path, "npudure_agent", "boards", ["agent.yml.j2"], extra)
+    agent = config.parse(config.AgentConfig, yaml.safe_load((out / "board1-agent.yml").read_text()), "board1")
+    assert agent.models is not None
+    plates = next(m for m in agent.models if m.name == "plates")
+    assert (plates.input_size, plates.class_names) == (320, ["cat", "dog", "plate"])
+    default = next(m for m in agent.models if m.name == "yolov8n")
+    assert default.input_size is None and default.class_names is None
+
+
 def test_scheduler_templates_render_the_boards_of_the_inventory(tmp_path: Path) -> None:
     out = render(
         tmp_path,

@@ -42,6 +42,8 @@ def fleet(shared_lab) -> Iterator:
 # rules on it (issue #18). These run before the operator scenarios, which restart and remove boards.
 
 HTTP_API_PORT = 50080  # roles/npudure_scheduler: npudure_scheduler_http_api_port
+# The names of the user's export in the rolling change (ultralytics writes them so in its metadata).
+USERS_NAMES_META = "{0: 'cat', 1: 'dog', 2: 'plate'}"
 PROMETHEUS_PORT = 9090  # roles/npudure_monitoring: npudure_monitoring_port
 SCRAPE_S = 5.0  # npudure_workshop.lab.inventory.SCRAPE_INTERVAL (scrape and evaluation interval)
 BOARD_DOWN_FOR_S = 60.0  # monitoring/rules/npudure-alerts.yml: NpudureBoardDown's for:
@@ -921,11 +923,13 @@ def test_rolling_change_and_upgrade_under_load_cost_no_request(fleet, tmp_path: 
         "npudure_serial": 1,
         "npudure_wheelhouse_project_dir": str(source),
         "npudure_wheelhouse_cache_dir": str(cache),
-        # A second model joins in the same roll (#47), on the last board only. The default keeps the
-        # single model's name: renamed mid-roll, unnamed frames could go only to the boards rolled.
+        # A second model joins in the same roll (#47), on the last board only: a user's export (#44, a
+        # 320x320 three-class YOLOv8 file) that the preflight reads and the sim board serves under its
+        # size and names. The default keeps the single model's name: renamed mid-roll, unnamed frames
+        # could go only to the boards rolled.
         "npudure_models": [
             {"name": "yolov8n", "default": True},
-            {"name": "plates", "boards": [fleet.boards[-1]]},
+            {"name": "plates", "src": str(_users_export(tmp_path)), "boards": [fleet.boards[-1]]},
         ],
     }
     pids, sched_pid = _main_pids(fleet), _sched_pid(fleet)
@@ -969,6 +973,13 @@ def test_rolling_change_and_upgrade_under_load_cost_no_request(fleet, tmp_path: 
     _each_model_is_served_by_its_boards(fleet, holder=fleet.boards[-1])
 
 
+def _users_export(folder: Path) -> Path:
+    """A user's standard export as the preflight reads it: 320x320, one [1,7,2100] output, three names."""
+    from helpers.onnx_graphs import declared_onnx
+
+    return declared_onnx(folder / "plates.onnx", [1, 3, 320, 320], [[1, 7, 2100]], USERS_NAMES_META)
+
+
 def _each_model_is_served_by_its_boards(fleet, holder: str) -> None:
     """After the roll that added `plates` on one board (npudure_models in site.yml): gRPC through the
     scheduler, HTTP custom/<model> and the proxyless route each send a model's frames to its boards."""
@@ -994,6 +1005,10 @@ def _each_model_is_served_by_its_boards(fleet, holder: str) -> None:
     assert listed[1:] == ["plates"], listed  # the default first, under http_api.model_name if set
     answer = requests.post(f"{base}/v1/vision/custom/plates", files={"image": frame.frame}, timeout=30).json()
     assert (answer["model"], answer["processedBy"]) == ("plates", holder), answer
+    # The user's export is served under its own names (the boards report them; #44).
+    labelmap = requests.get(f"{base}/v1/vision/labelmap/plates", timeout=10)
+    assert labelmap.status_code == 200 and labelmap.text == "0  cat\n1  dog\n2  plate\n", labelmap.text
+    assert {p["label"] for p in answer.get("predictions", [])} <= {"cat", "dog", "plate"}, answer
     with npudure.connect(fleet.scheduler) as client:
         frame.model = "plates"
         assert {client.infer(frame, timeout=30).node for _ in range(4)} == {holder}

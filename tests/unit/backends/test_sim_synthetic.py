@@ -31,3 +31,16 @@ def test_boxes_are_valid_rows() -> None:
         assert np.all((x1 >= 0) & (x1 < x2) & (x2 <= 640) & (y1 >= 0) & (y1 < y2) & (y2 <= 640))
         assert np.all((score >= 0.25) & (score < 0.95)) and np.all((cls >= 0) & (cls < 80))
         assert np.array_equal(cls, np.round(cls))
+
+
+def test_a_users_model_keeps_its_size_and_names() -> None:
+    """A sim board serving a user's export (its size and names from the config): frames of its side,
+    detections inside it and of its classes only."""
+    config = SimConfig(time_scale=0.01, synthetic_detections=8)
+    backend = SimBackend(1, config, input_size=320, class_names=["cat", "dog", "plate"])
+    assert (backend.input_size, backend.class_names) == (320, ("cat", "dog", "plate"))
+    for seed in range(10):
+        x1, y1, x2, y2, _, cls = backend.contexts[0].run(synthetic_frame(seed, 320)).detections.T
+        assert np.all((x2 <= 320) & (y2 <= 320)) and np.all(cls < 3)
+    plain = SimBackend(1, config)
+    assert plain.input_size == 640 and len(plain.class_names) == 80

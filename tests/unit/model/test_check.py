@@ -84,9 +84,17 @@ def test_an_rknn_is_checked_by_its_record(tmp_path: Path) -> None:
 
 def test_the_command_prints_one_line_and_exits_65(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     good = declared_onnx(tmp_path / "best.onnx", [1, 3, 320, 320], [[1, 7, 2100]], "{0: 'a', 1: 'b', 2: 'c'}")
-    args = argparse.Namespace(model_command="check", model=good, input_size=None)
+    args = argparse.Namespace(model_command="check", model=good, input_size=None, json=False)
     assert cli.run(args) == 0
     assert capsys.readouterr().out.count("\n") == 1
+    args.json = True
+    assert cli.run(args) == 0
+    assert json.loads(capsys.readouterr().out) == {
+        "path": str(good),
+        "input_size": 320,
+        "classes": 3,
+        "names": ["a", "b", "c"],
+    }
     args.input_size = 640
     assert cli.run(args) == 65
     err = capsys.readouterr().err

@@ -26,6 +26,15 @@ class Checked:
     names: tuple[str, ...]
     layout: str
 
+    def as_dict(self) -> dict[str, object]:
+        """What the agent role writes into a sim board's config for this model (`--json`)."""
+        return {
+            "path": str(self.path),
+            "input_size": self.size,
+            "classes": self.classes,
+            "names": list(self.names),
+        }
+
     def line(self) -> str:
         shown = ", ".join(self.names[:5]) + (", ..." if len(self.names) > 5 else "")
         return (

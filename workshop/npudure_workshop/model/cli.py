@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -56,6 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     check.add_argument("model", type=Path, help="the .onnx or .rknn file")
     check.add_argument(
         "--input-size", type=whole(32), help="the side the boards' config sets (default: the model's own)"
+    )
+    check.add_argument(
+        "--json", action="store_true", help="print path, input_size, classes and names as one JSON object"
     )
 
     labelmap = sub.add_parser(
@@ -323,7 +327,8 @@ def _check(args: argparse.Namespace) -> int:
     from npudure_workshop.model.check import ModelCheckError, check_model
 
     try:
-        print(check_model(args.model, args.input_size).line())
+        checked = check_model(args.model, args.input_size)
+        print(json.dumps(checked.as_dict()) if args.json else checked.line())
     except ModelCheckError as exc:
         print(f"npudure model check: {exc}", file=sys.stderr)
         return 65  # EX_DATAERR: the model, not the command line
