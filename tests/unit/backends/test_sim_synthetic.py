@@ -40,7 +40,7 @@ def test_a_users_model_keeps_its_size_and_names() -> None:
     backend = SimBackend(1, config, input_size=320, class_names=["cat", "dog", "plate"])
     assert (backend.input_size, backend.class_names) == (320, ("cat", "dog", "plate"))
     for seed in range(10):
-        x1, y1, x2, y2, _, cls = backend.contexts[0].run(synthetic_frame(seed, 320)).detections.T
+        _, _, x2, y2, _, cls = backend.contexts[0].run(synthetic_frame(seed, 320)).detections.T
         assert np.all((x2 <= 320) & (y2 <= 320)) and np.all(cls < 3)
     plain = SimBackend(1, config)
     assert plain.input_size == 640 and len(plain.class_names) == 80
