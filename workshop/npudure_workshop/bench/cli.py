@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from npudure.argtypes import non_negative, positive, whole
+from npudure.argtypes import non_negative, positive, split_numbers, whole
 from npudure.scheduler.policies import POLICIES
 from npudure_workshop.bench.defaults import (
     CAPACITY_CAP_MHZ,
@@ -55,12 +55,7 @@ def _number_list(
     text: str, convert: Callable[[str], T], what: str, example: str, bad: Callable[[T], bool], bound: str
 ) -> list[T]:
     """``text`` as comma-separated ``what`` via ``convert``; refused when empty or any value is ``bad``."""
-    try:
-        values = [convert(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: expected comma-separated {what}, e.g. {example}"
-        ) from None
+    values = split_numbers(text, convert, what, example)
     if not values or any(bad(v) for v in values):
         raise argparse.ArgumentTypeError(f"{text!r}: expected {bound}")
     return values
