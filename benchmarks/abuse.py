@@ -18,6 +18,7 @@ import gzip
 import socket
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -110,22 +111,27 @@ def slow_loris(c: LocalCluster) -> tuple[str, str]:
     return "1 MB body sent at 5 B/s", f"cut after {time.monotonic() - started:.1f}s"
 
 
+@contextlib.contextmanager
+def _connections(host: str, port: int, count: int) -> Iterator[list[socket.socket]]:
+    """``count`` TCP connections to host:port, held for the block and all closed after it."""
+    with contextlib.ExitStack() as stack:
+        yield [stack.enter_context(socket.create_connection((host, port), timeout=5)) for _ in range(count)]
+
+
 def idle_sockets(c: LocalCluster) -> tuple[str, str]:
     host, _, port = c.agents["board3"].address.rpartition(":")
-    socks = [socket.create_connection((host, int(port)), timeout=5) for _ in range(300)]
-    started, closed = time.monotonic(), set()
-    while len(closed) < len(socks) and time.monotonic() - started < 15:
-        for i, sock in enumerate(socks):
-            sock.setblocking(False)
-            with contextlib.suppress(BlockingIOError):
-                try:
-                    if sock.recv(4096) == b"":
+    with _connections(host, int(port), 300) as socks:
+        started, closed = time.monotonic(), set()
+        while len(closed) < len(socks) and time.monotonic() - started < 15:
+            for i, sock in enumerate(socks):
+                sock.setblocking(False)
+                with contextlib.suppress(BlockingIOError):
+                    try:
+                        if sock.recv(4096) == b"":
+                            closed.add(i)
+                    except OSError:
                         closed.add(i)
-                except OSError:
-                    closed.add(i)
-        time.sleep(0.2)
-    for sock in socks:
-        sock.close()
+            time.sleep(0.2)
     return (
         "300 idle TCP connections to an agent (cap 64)",
         f"{len(closed)} closed by the server in {time.monotonic() - started:.1f}s",
@@ -148,12 +154,10 @@ def malformed(c: LocalCluster) -> tuple[str, str]:
 
 def metrics_http(c: LocalCluster) -> tuple[str, str]:
     pid = c.agents["board1"].pid
-    socks = [socket.create_connection(("127.0.0.1", METRICS_PORT), timeout=5) for _ in range(200)]
-    time.sleep(1.0)
-    with open(f"/proc/{pid}/status") as status:
-        threads = next(int(line.split()[1]) for line in status if line.startswith("Threads:"))
-    for sock in socks:
-        sock.close()
+    with _connections("127.0.0.1", METRICS_PORT, 200):
+        time.sleep(1.0)
+        with open(f"/proc/{pid}/status") as status:
+            threads = next(int(line.split()[1]) for line in status if line.startswith("Threads:"))
     return (
         "200 silent HTTP connections to an agent's metrics port",
         f"agent threads {threads} (8 served at once)",

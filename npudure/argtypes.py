@@ -11,6 +11,7 @@ import argparse
 import math
 import re
 from collections.abc import Callable
+from typing import TypeVar
 
 from npudure.config import MAX_CONTEXTS, MIN_CONTEXTS
 
@@ -31,6 +32,20 @@ def whole(minimum: int) -> Callable[[str], int]:
 
     parse.__name__ = f"whole number >= {minimum}"
     return parse
+
+
+N = TypeVar("N", int, float)
+
+
+def split_numbers(text: str, convert: Callable[[str], N], what: str, example: str) -> list[N]:
+    """``text``'s comma-separated values via ``convert``, blanks skipped (``1,2,4``); a value ``convert``
+    refuses is a usage error naming ``what``, e.g. ``example``. Each option bounds the values itself."""
+    try:
+        return [convert(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected comma-separated {what}, e.g. {example}"
+        ) from None
 
 
 def _number(text: str) -> float:

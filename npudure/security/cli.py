@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from npudure.argtypes import whole
@@ -20,14 +22,11 @@ from npudure.security import ca_rotation, crl, pki
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="pki_command", metavar="ACTION", required=True)
+    for name, action in _ACTIONS.items():
+        action.options(sub.add_parser(name, help=action.help, description=action.description))
 
-    init = sub.add_parser(
-        "init-ca",
-        help="create the CA (ca.key 0600 + self-signed ca.crt); keeps a valid existing one",
-        description="Create DIR/ca.key (EC P-256, mode 0600) and a self-signed DIR/ca.crt. An existing "
-        "valid CA is kept and reported unchanged; --force replaces it (every issued certificate must then "
-        "be re-issued).",
-    )
+
+def _init_ca_options(init: argparse.ArgumentParser) -> None:
     init.add_argument("--dir", type=Path, required=True, help="the CA directory (created 0700 if missing)")
     init.add_argument("--cn", default=pki.DEFAULT_CA_CN, help="the CA's common name (default: %(default)s)")
     init.add_argument(
@@ -35,13 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     init.add_argument("--force", action="store_true", help="replace an existing CA")
 
-    csr = sub.add_parser(
-        "csr",
-        help="on a host: create its private key if missing and write a certificate request",
-        description="Create the private key (EC P-256, mode 0600) unless it exists, and write a CSR with "
-        "the CN and SANs. An existing key is reused, so rotating a certificate keeps the key unless "
-        "--new-key is given.",
-    )
+
+def _csr_options(csr: argparse.ArgumentParser) -> None:
     csr.add_argument("--key", type=Path, required=True, help="the private key (created if missing)")
     csr.add_argument("--csr", type=Path, required=True, help="where to write the request")
     csr.add_argument("--cn", required=True, help="common name: the identity (e.g. node name, npudure-admin)")
@@ -57,12 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     csr.add_argument("--group", help="give a new or existing key to this group")
     csr.add_argument("--new-key", action="store_true", help="replace the key instead of reusing it")
 
-    sign = sub.add_parser(
-        "sign",
-        help="on the controller: issue a certificate for a CSR, signed by the CA",
-        description="Issue a leaf certificate (CA:FALSE) with the CSR's CN, SANs and public key. Nothing "
-        "else in the CSR is honoured.",
-    )
+
+def _sign_options(sign: argparse.ArgumentParser) -> None:
     sign.add_argument("--ca-dir", type=Path, required=True, help="the CA directory (ca.key, ca.crt)")
     sign.add_argument("--csr", type=Path, required=True, help="the host's certificate request")
     sign.add_argument("--out", type=Path, required=True, help="where to write the certificate")
@@ -86,12 +76,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     sign.set_defaults(usage="server-and-client")
 
-    check = sub.add_parser(
-        "check",
-        help="is this certificate fine? exit 0 yes, 1 no (with every reason)",
-        description="Check that the certificate is valid now, signed by the CA, matches the key, carries "
-        "the CN and SANs asked for, and has at least --min-days whole days left. Exit 1 lists every reason.",
-    )
+
+def _check_options(check: argparse.ArgumentParser) -> None:
     check.add_argument("--cert", type=Path, required=True, help="the certificate to check")
     check.add_argument("--ca", type=Path, help="the CA certificate it must be signed by")
     check.add_argument("--key", type=Path, help="the private key it must match")
@@ -114,26 +100,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     check.add_argument("--json", action="store_true", help="print a machine-readable JSON object")
 
-    rotate = sub.add_parser(
-        "rotate-ca",
-        help="on the controller: a CA rotation's phase (start, switch, finish); re-runnable",
-        description="start: make a new CA in DIR/next and DIR/trust.crt = old + new (the old one issues). "
-        "switch: the new CA issues, both trusted. finish: the new CA becomes DIR/ca.*, trust.crt = new "
-        "alone, the old CA is kept in DIR/retired/. A phase out of order is refused; playbooks/rotate-ca.yml "
-        "runs each and rolls the fleet.",
-    )
+
+def _rotate_ca_options(rotate: argparse.ArgumentParser) -> None:
     rotate.add_argument("--dir", type=Path, required=True, help="the fleet CA directory (ca.key, ca.crt)")
     rotate.add_argument("--phase", choices=ca_rotation.PHASES, required=True, help="the phase to run")
 
-    revoke = sub.add_parser(
-        "revoke",
-        help="on the controller: list a certificate on the CA's CRL (crl.pem); the services refuse it",
-        description="Add the certificate (its file, which must be issued by this CA, or its serial) to "
-        "DIR/crl.pem, signed by the CA, with a next update --days ahead. Revoking a listed certificate "
-        "again changes nothing (the CRL is re-signed only when its next update is under 30 days away). "
-        "Copy crl.pem to every host (the npudure_tls role does) and reload the scheduler; agents read it "
-        "when they start.",
-    )
+
+def _revoke_options(revoke: argparse.ArgumentParser) -> None:
     revoke.add_argument("--ca-dir", type=Path, required=True, help="the CA directory (ca.key, ca.crt)")
     which = revoke.add_mutually_exclusive_group(required=True)
     which.add_argument("--cert", type=Path, help="the certificate to revoke")
@@ -148,7 +121,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        return _ACTIONS[args.pki_command](args)
+        return _ACTIONS[args.pki_command].run(args)
     except pki.PkiError as exc:
         print(f"npudure pki {args.pki_command}: {exc}", file=sys.stderr)
         return 1
@@ -237,11 +210,65 @@ def _revoke(args: argparse.Namespace) -> int:
     return 0
 
 
+@dataclass(frozen=True)
+class _Action:
+    """One ``npudure pki`` action: its help line and description, its options and what runs it."""
+
+    help: str
+    description: str
+    options: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+# In the order `npudure pki --help` lists them.
 _ACTIONS = {
-    "init-ca": _init_ca,
-    "csr": _csr,
-    "sign": _sign,
-    "check": _check,
-    "rotate-ca": _rotate_ca,
-    "revoke": _revoke,
+    "init-ca": _Action(
+        help="create the CA (ca.key 0600 + self-signed ca.crt); keeps a valid existing one",
+        description="Create DIR/ca.key (EC P-256, mode 0600) and a self-signed DIR/ca.crt. An existing "
+        "valid CA is kept and reported unchanged; --force replaces it (every issued certificate must then "
+        "be re-issued).",
+        options=_init_ca_options,
+        run=_init_ca,
+    ),
+    "csr": _Action(
+        help="on a host: create its private key if missing and write a certificate request",
+        description="Create the private key (EC P-256, mode 0600) unless it exists, and write a CSR with "
+        "the CN and SANs. An existing key is reused, so rotating a certificate keeps the key unless "
+        "--new-key is given.",
+        options=_csr_options,
+        run=_csr,
+    ),
+    "sign": _Action(
+        help="on the controller: issue a certificate for a CSR, signed by the CA",
+        description="Issue a leaf certificate (CA:FALSE) with the CSR's CN, SANs and public key. Nothing "
+        "else in the CSR is honoured.",
+        options=_sign_options,
+        run=_sign,
+    ),
+    "check": _Action(
+        help="is this certificate fine? exit 0 yes, 1 no (with every reason)",
+        description="Check that the certificate is valid now, signed by the CA, matches the key, carries "
+        "the CN and SANs asked for, and has at least --min-days whole days left. Exit 1 lists every reason.",
+        options=_check_options,
+        run=_check,
+    ),
+    "rotate-ca": _Action(
+        help="on the controller: a CA rotation's phase (start, switch, finish); re-runnable",
+        description="start: make a new CA in DIR/next and DIR/trust.crt = old + new (the old one issues). "
+        "switch: the new CA issues, both trusted. finish: the new CA becomes DIR/ca.*, trust.crt = new "
+        "alone, the old CA is kept in DIR/retired/. A phase out of order is refused; playbooks/rotate-ca.yml "
+        "runs each and rolls the fleet.",
+        options=_rotate_ca_options,
+        run=_rotate_ca,
+    ),
+    "revoke": _Action(
+        help="on the controller: list a certificate on the CA's CRL (crl.pem); the services refuse it",
+        description="Add the certificate (its file, which must be issued by this CA, or its serial) to "
+        "DIR/crl.pem, signed by the CA, with a next update --days ahead. Revoking a listed certificate "
+        "again changes nothing (the CRL is re-signed only when its next update is under 30 days away). "
+        "Copy crl.pem to every host (the npudure_tls role does) and reload the scheduler; agents read it "
+        "when they start.",
+        options=_revoke_options,
+        run=_revoke,
+    ),
 }

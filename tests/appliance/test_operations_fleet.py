@@ -376,12 +376,12 @@ def _assert_no_request_lost(results, central_gap_is_reported: bool = False) -> N
         assert r.passed, (r.scenario, r.mode, r.why)
 
 
-def _step(fleet, frames, tmp_path: Path, scenario: str, action, **kw) -> list:
-    """``action`` under load in both modes (run_operation, 3 in flight, budget 900 s); its table printed."""
+def _step(fleet, frames, tmp_path: Path, scenario: str, action, budget_s: float = 900, **kw) -> list:
+    """``action`` under load in both modes (run_operation, 3 in flight, ``budget_s``); its table printed."""
     from npudure_workshop.faults.operations import run_operation, table
 
     results = run_operation(
-        fleet.scheduler, scenario, action, frames, 3, tmp_path, budget_s=900, time_scale=TIME_SCALE, **kw
+        fleet.scheduler, scenario, action, frames, 3, tmp_path, budget_s=budget_s, time_scale=TIME_SCALE, **kw
     )
     print(table(results))
     return results
@@ -625,7 +625,6 @@ def test_a_scheduler_restart_under_load_costs_no_request(fleet, tmp_path: Path) 
     """systemctl restart npudure-scheduler on the scheduler host: central clients (the harness's
     waitForReady channel config, as the README's) wait it out, proxyless ones keep their boards."""
     from npudure_workshop.bench.payloads import make_frame_set
-    from npudure_workshop.faults.operations import run_operation, table
 
     before = _sched_pid(fleet)
 
@@ -635,17 +634,7 @@ def test_a_scheduler_restart_under_load_costs_no_request(fleet, tmp_path: Path) 
         ok, states = fleet.wait_all_up(60)  # the restarted scheduler has its boards back
         assert ok, states
 
-    results = run_operation(
-        fleet.scheduler,
-        "scheduler-restart",
-        restart,
-        make_frame_set("raw", 4, 0),
-        3,
-        tmp_path,
-        budget_s=180,
-        time_scale=TIME_SCALE,
-    )
-    print(table(results))
+    results = _step(fleet, make_frame_set("raw", 4, 0), tmp_path, "scheduler-restart", restart, budget_s=180)
     assert _sched_pid(fleet) != before, "the scheduler was not restarted"
     _assert_no_request_lost(results, central_gap_is_reported=True)
 
@@ -674,7 +663,6 @@ def test_a_scheduler_handover_under_load_costs_no_request(fleet, tmp_path: Path)
     clients see no stretch of MAX_GAP_S without a reply (unlike a restart), proxyless ones keep their
     boards; the unit was not restarted (same NRestarts, active throughout)."""
     from npudure_workshop.bench.payloads import make_frame_set
-    from npudure_workshop.faults.operations import run_operation, table
 
     before, restarts = _sched_pid(fleet), _sched_restarts(fleet)
     said: list[str] = []
@@ -689,17 +677,9 @@ def test_a_scheduler_handover_under_load_costs_no_request(fleet, tmp_path: Path)
         ok, states = fleet.wait_all_up(60)
         assert ok, states
 
-    results = run_operation(
-        fleet.scheduler,
-        "scheduler-handover",
-        hand_over,
-        make_frame_set("raw", 4, 0),
-        3,
-        tmp_path,
-        budget_s=180,
-        time_scale=TIME_SCALE,
+    results = _step(
+        fleet, make_frame_set("raw", 4, 0), tmp_path, "scheduler-handover", hand_over, budget_s=180
     )
-    print(table(results))
     after = _sched_pid(fleet)
     assert after != before, "systemd's MainPID did not move to the successor"
     assert f"pid {after} serves" in said[0], said
@@ -905,7 +885,6 @@ def test_rolling_change_and_upgrade_under_load_cost_no_request(fleet, tmp_path: 
     at once; then each model is served by its boards over gRPC, HTTP and the proxyless route."""
     from npudure_workshop.bench.payloads import make_frame_set
     from npudure_workshop.faults import fleet as fleetmod
-    from npudure_workshop.faults.operations import run_operation, table
 
     inventory = fleet.lab.inventory_path
     assert inventory is not None
@@ -933,17 +912,14 @@ def test_rolling_change_and_upgrade_under_load_cost_no_request(fleet, tmp_path: 
         ],
     }
     pids, sched_pid = _main_pids(fleet), _sched_pid(fleet)
-    results = run_operation(
-        fleet.scheduler,
+    results = _step(
+        fleet,
+        make_frame_set("raw", 4, 0),
+        tmp_path,
         "rolling-change+upgrade",
         lambda: _playbook(inventory, "site.yml", extra, tmp_path / "site.log"),
-        make_frame_set("raw", 4, 0),
-        3,
-        tmp_path,
         budget_s=1200,
-        time_scale=TIME_SCALE,
     )
-    print(table(results))
     print(f"upgrade: {old_versions} -> {version}")
     # The roll happened: every agent runs the new setting and the new version in a new process.
     for board in fleet.boards:

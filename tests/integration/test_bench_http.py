@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -11,6 +10,7 @@ import time
 from pathlib import Path
 
 import requests
+from helpers.bench_api import openloop_through
 from helpers.cli import run_npudure
 
 from npudure_workshop.lab.local import LocalCluster
@@ -18,23 +18,11 @@ from npudure_workshop.lab.local import LocalCluster
 
 def test_bench_openloop_through_the_http_api(tmp_path: Path) -> None:
     with LocalCluster(boards=2, time_scale=10.0, http_api=True) as cluster:
-        out, url = tmp_path / "http", cluster.http_url
-        proc = run_npudure(
-            "bench", "openloop", "--target", cluster.address, "--rates", "10", "--quick",
-            "--api", "http", "--http-url", url, "--http-image-size", "480x270",
-            "--out", str(out), "--progress", "quiet",
-            timeout_s=240,
-        )  # fmt: skip
-        # 3 = runs marked invalid: on this shared 2-core machine other work may saturate the host, which
-        # the harness rightly refuses to count; the API path itself must still have served every request.
-        assert proc.returncode in (0, 3), proc.stderr[-2000:]
-    manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["settings"]["api"] == "http" and manifest["settings"]["http_url"] == url
+        url = cluster.http_url
+        options = ("--http-url", url, "--http-image-size", "480x270")
+        manifest, _ = openloop_through(cluster.address, tmp_path / "http", "http", *options)
+    assert manifest["settings"]["http_url"] == url
     assert "480x270 JPEG" in manifest["frames"]["frame_source"]
-    (run,) = (out / "runs").iterdir()
-    record = json.loads((run / "run.json").read_text())
-    assert record["load_target"]["api"] == "http"
-    assert record["responses_ok_total"] >= 10 and record["responses_ok_total"] == record["samples_total"]
 
 
 def test_bench_refuses_http_with_proxyless(tmp_path: Path) -> None:

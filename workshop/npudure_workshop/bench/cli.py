@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from npudure.argtypes import non_negative, positive, whole
+from npudure.argtypes import non_negative, positive, split_numbers, whole
 from npudure.scheduler.policies import POLICIES
 from npudure_workshop.bench.defaults import (
     CAPACITY_CAP_MHZ,
@@ -55,12 +55,7 @@ def _number_list(
     text: str, convert: Callable[[str], T], what: str, example: str, bad: Callable[[T], bool], bound: str
 ) -> list[T]:
     """``text`` as comma-separated ``what`` via ``convert``; refused when empty or any value is ``bad``."""
-    try:
-        values = [convert(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: expected comma-separated {what}, e.g. {example}"
-        ) from None
+    values = split_numbers(text, convert, what, example)
     if not values or any(bad(v) for v in values):
         raise argparse.ArgumentTypeError(f"{text!r}: expected {bound}")
     return values
@@ -252,9 +247,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     series.add_argument(
         "--boards-max", type=whole(1), help="scale up to this many boards (default: all active)"
     )
-    series.add_argument(
-        "--sweep", type=_concurrencies, help="per-board concurrencies (default 1,2,4,8,16; quick 1,2,4,8)"
-    )
+    _sweep_arg(series)
     series.add_argument("--sweep-repetitions", type=whole(1), help="repetitions of the sweep (default 2)")
     series.add_argument(
         "--repetitions", type=whole(1), help="repetitions per node count (default 3; quick 2)"
@@ -262,16 +255,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     series.add_argument(
         "--policy", type=_policy, help="scheduler policy for sweep and scaling (default: as configured)"
     )
-    dial.add_argument(
-        "--hetero-ladder", type=_caps_mhz, help="CPU caps in MHz for one board (default reference ladder)"
-    )
-    dial.add_argument(
-        "--hetero-policies",
-        type=_policies,
-        help=f"policies compared on the dial (default {FULL['hetero_policies']}; "
-        f"quick {QUICK['hetero_policies']})",
-    )
-    dial.add_argument("--hetero-board", help="board to cap (default: the first active board)")
+    _dial_args(dial, "policies compared on the dial")
     dial.add_argument("--no-hetero", action="store_true", help="skip the heterogeneity dial")
     more.add_argument("--openloop-rates", type=_floats, help="also run open loop at these rates, inf/s")
     more.add_argument(
@@ -289,9 +273,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sweep = sub.add_parser("sweep", help="concurrency sweep and operating point")
     _common(sweep)
     sweep_options = sweep.add_argument_group("sweep")
-    sweep_options.add_argument(
-        "--sweep", type=_concurrencies, help="per-board concurrencies (default 1,2,4,8,16; quick 1,2,4,8)"
-    )
+    _sweep_arg(sweep_options)
     _series_args(sweep_options, f"default {FULL['sweep_repetitions']}")
 
     scaling = sub.add_parser("scaling", help="1..N boards at a given per-board concurrency")
@@ -304,15 +286,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _common(hetero)
     hetero_options = hetero.add_argument_group("hetero")
     _operating_point(hetero_options)
-    hetero_options.add_argument(
-        "--hetero-ladder", type=_caps_mhz, help="CPU caps in MHz for one board (default reference ladder)"
-    )
-    hetero_options.add_argument(
-        "--hetero-policies",
-        type=_policies,
-        help=f"policies compared (default {FULL['hetero_policies']}; quick {QUICK['hetero_policies']})",
-    )
-    hetero_options.add_argument("--hetero-board", help="board to cap (default: the first active board)")
+    _dial_args(hetero_options, "policies compared")
     hetero_options.add_argument("--repetitions", type=whole(1), default=1, help="repetitions per cap")
 
     capacity = sub.add_parser(
@@ -323,7 +297,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     capacity_options = capacity.add_argument_group("capacity")
     _operating_point(capacity_options)
     _capacity_args(capacity_options)
-    capacity_options.add_argument("--hetero-board", help="board to cap (default: the first active board)")
+    _hetero_board_arg(capacity_options)
     capacity_options.add_argument("--repetitions", type=whole(1), default=1, help="repetitions per setting")
 
     local = sub.add_parser(
@@ -375,6 +349,30 @@ def _operating_point(p: argparse._ActionsContainer) -> None:
     p.add_argument(
         "--concurrency", type=whole(1), required=True, help="per-board concurrency (operating point)"
     )
+
+
+def _sweep_arg(p: argparse._ActionsContainer) -> None:
+    p.add_argument(
+        "--sweep", type=_concurrencies, help="per-board concurrencies (default 1,2,4,8,16; quick 1,2,4,8)"
+    )
+
+
+def _hetero_board_arg(p: argparse._ActionsContainer) -> None:
+    p.add_argument("--hetero-board", help="board to cap (default: the first active board)")
+
+
+def _dial_args(p: argparse._ActionsContainer, compared: str) -> None:
+    """The heterogeneity dial's ladder, policies (their help starting with ``compared``) and board, in
+    `bench run` and `bench hetero`."""
+    p.add_argument(
+        "--hetero-ladder", type=_caps_mhz, help="CPU caps in MHz for one board (default reference ladder)"
+    )
+    p.add_argument(
+        "--hetero-policies",
+        type=_policies,
+        help=f"{compared} (default {FULL['hetero_policies']}; quick {QUICK['hetero_policies']})",
+    )
+    _hetero_board_arg(p)
 
 
 def _series_args(p: argparse._ActionsContainer, repetitions: str) -> None:

@@ -25,7 +25,14 @@ from npudure_workshop.bench import contexts_rule as rule
 from npudure_workshop.bench.fmt import f, table, text_table
 from npudure_workshop.bench.payloads import FrameSet
 from npudure_workshop.bench.proc_usage import ProcSampler, Usage
-from npudure_workshop.bench.results import ResultDirExists, new_result_path, write_csv, write_json
+from npudure_workshop.bench.results import (
+    ResultDirExists,
+    exists_message,
+    mkdir_new,
+    new_result_path,
+    write_csv,
+    write_json,
+)
 from npudure_workshop.bench.runs import RunData
 from npudure_workshop.bench.settings import BenchSettings
 
@@ -222,14 +229,7 @@ def make_folder(out: str | Path | None) -> Path:
     """A new result folder (an existing one is refused, as for every bench command)."""
     path = Path(out) if out else new_result_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.mkdir(path)
-    except FileExistsError:
-        raise ResultDirExists(
-            f"result folder {path} already exists: results are never written into an existing folder. "
-            "Pass a new --out, or leave --out out for a fresh results/<UTC time>-<id>/ folder"
-        ) from None
-    return path
+    return mkdir_new(path, lambda p: ResultDirExists(exists_message(p)))
 
 
 def operating_points(points: list[CountPoint]) -> dict[str, rule.OperatingPoint | None]:

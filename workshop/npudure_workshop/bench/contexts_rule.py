@@ -12,6 +12,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from npudure.argtypes import split_numbers
+
 # The agent's own range for `contexts` (npudure.config.AgentConfig).
 MIN_CONTEXTS, MAX_CONTEXTS = 1, 64
 SWEEP = (1, 2, 4, 8, 16)
@@ -24,12 +26,7 @@ LOAD_FACTOR = 2.0  # closed loop at this many requests outstanding per context
 
 def context_counts(text: str) -> list[int]:
     """``--contexts 1,2,4``: whole numbers from 1 to 64 (argparse type: a bad list is exit 2)."""
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: expected comma-separated whole numbers, e.g. 1,2,4"
-        ) from None
+    values = split_numbers(text, int, "whole numbers", "1,2,4")
     if not values:
         raise argparse.ArgumentTypeError(f"{text!r}: expected at least one context count, e.g. 1,2,4")
     bad = [v for v in values if not MIN_CONTEXTS <= v <= MAX_CONTEXTS]

@@ -25,6 +25,7 @@ import json
 import math
 import os
 import secrets
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -41,15 +42,32 @@ def new_result_path(base: Path = DEFAULT_BASE) -> Path:
     return base / f"{stamp}-{secrets.token_hex(3)}"
 
 
-def _mkdir_exclusive(path: Path, what: str) -> None:
+# The fresh folder named in the refusal when --out is left out (new_result_path's form).
+FRESH = "results/<UTC time>-<id>/ folder"
+
+
+def exists_message(path: Path, what: str = "result folder", fresh: str = FRESH, why: str = "") -> str:
+    """The refusal of an existing folder and what to do instead, in the same words for every command."""
+    name = f"{what} {path}" if what else str(path)
+    return (
+        f"{name} already exists: results are never written into an existing folder{why}. "
+        f"Pass a new --out, or leave --out out for a fresh {fresh}"
+    )
+
+
+def mkdir_new(path: Path, refused: Callable[[Path], Exception]) -> Path:
+    """``path`` created with an exclusive ``os.mkdir``: an existing folder raises ``refused(path)``, so a
+    result is never written into it (every command that writes results makes its folder here)."""
     try:
         os.mkdir(path)
     except FileExistsError:
-        raise ResultDirExists(
-            f"{what} {path} already exists: results are never written into an existing folder (a reused "
-            "folder once replaced a 15-run dataset with 4 rows). Pass a new --out, or leave --out out "
-            "for a fresh results/<UTC time>-<id>/ folder"
-        ) from None
+        raise refused(path) from None
+    return path
+
+
+def _mkdir_exclusive(path: Path, what: str) -> None:
+    why = " (a reused folder once replaced a 15-run dataset with 4 rows)"
+    mkdir_new(path, lambda p: ResultDirExists(exists_message(p, what, why=why)))
 
 
 class ResultDir:

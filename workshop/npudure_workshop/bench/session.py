@@ -33,7 +33,14 @@ from npudure_workshop.bench.lease import LeaseKeeper, default_holder
 from npudure_workshop.bench.loop_bridge import LoopBridge
 from npudure_workshop.bench.payloads import FrameSet, make_frame_set
 from npudure_workshop.bench.progress import Progress
-from npudure_workshop.bench.results import ResultDir, ResultDirExists, read_json, write_csv, write_json
+from npudure_workshop.bench.results import (
+    ResultDir,
+    ResultDirExists,
+    exists_message,
+    read_json,
+    write_csv,
+    write_json,
+)
 from npudure_workshop.bench.run_executor import RunExecutor
 from npudure_workshop.bench.runs import RunData
 from npudure_workshop.bench.scheduler_cpu import SchedulerPids
@@ -142,10 +149,7 @@ class BenchSession:
     def open(self) -> None:
         # Refuse an existing folder before touching the cluster; create it only once the lease is ours.
         if self.out is not None and self.out.exists():
-            raise ResultDirExists(
-                f"result folder {self.out} already exists: results are never written into an existing "
-                "folder. Pass a new --out, or leave --out out for a fresh results/<UTC time>-<id>/ folder"
-            )
+            raise ResultDirExists(exists_message(self.out))
         hold = ClusterHold.take(self.target, self.holder or default_holder(), self.settings.lease_ttl_s)
         bridge: LoopBridge | None = None
         targets: TargetChoice | None = None

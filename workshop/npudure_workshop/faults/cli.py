@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import secrets
 import signal
 import sys
@@ -98,6 +97,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _make_out(out: Path | None, kind: str) -> Path:
+    from npudure_workshop.bench.results import exists_message, mkdir_new
     from npudure_workshop.faults.fleet import FaultsError
 
     if out is None:
@@ -106,14 +106,7 @@ def _make_out(out: Path | None, kind: str) -> Path:
             / f"faults-{kind}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(3)}"
         )
     out.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.mkdir(out)
-    except FileExistsError:
-        raise FaultsError(
-            f"{out} already exists: results are never written into an existing folder. Pass a new --out, "
-            "or leave --out out for a fresh one"
-        ) from None
-    return out
+    return mkdir_new(out, lambda p: FaultsError(exists_message(p, what="", fresh="one")))
 
 
 @contextlib.contextmanager
