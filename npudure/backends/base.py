@@ -62,6 +62,9 @@ class Backend(ABC):
     name: str
     # True when no real model runs (figures fed by it are emulated and say so).
     emulated: bool = False
+    # Set by a backend whose model differs from the default 640x640 COCO-80.
+    _input_size: int = INPUT_SIZE
+    _names: tuple[str, ...] = COCO80
 
     @property
     @abstractmethod
@@ -78,12 +81,12 @@ class Backend(ABC):
     @property
     def input_size(self) -> int:
         """The side of the square frame the model takes (read from the model, never assumed)."""
-        return INPUT_SIZE
+        return self._input_size
 
     @property
     def class_names(self) -> tuple[str, ...]:
         """The model's class names by class id ("" where the model names none)."""
-        return COCO80
+        return self._names
 
     @property
     def cpu_cap_mhz(self) -> int | None:
@@ -120,8 +123,6 @@ class ModelFileBackend(Backend):
     _contexts: list[Context]
     _version: str
     _sha256: str
-    _input_size: int = INPUT_SIZE
-    _names: tuple[str, ...] = COCO80
 
     @property
     def contexts(self) -> list[Context]:
@@ -134,14 +135,6 @@ class ModelFileBackend(Backend):
     @property
     def model_sha256(self) -> str:
         return self._sha256
-
-    @property
-    def input_size(self) -> int:
-        return self._input_size
-
-    @property
-    def class_names(self) -> tuple[str, ...]:
-        return self._names
 
 
 def sha256_file(path: Path) -> str:

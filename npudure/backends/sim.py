@@ -180,14 +180,6 @@ class SimBackend(Backend):
         return "sim-rk3576-2 (emulated)"
 
     @property
-    def input_size(self) -> int:
-        return self._input_size
-
-    @property
-    def class_names(self) -> tuple[str, ...]:
-        return self._names
-
-    @property
     def cpu_cap_mhz(self) -> int | None:
         return self._cap
 
