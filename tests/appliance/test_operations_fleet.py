@@ -947,6 +947,47 @@ def test_rolling_change_and_upgrade_under_load_cost_no_request(fleet, tmp_path: 
             r.boards_out,
         )
     _each_model_is_served_by_its_boards(fleet, holder=fleet.boards[-1])
+    _a_model_is_replaced_under_load(fleet, extra, tmp_path)
+
+
+def _a_model_is_replaced_under_load(fleet, extra: dict, tmp_path: Path) -> None:
+    """The user retrains `plates` (a fourth class) and runs site.yml for its board (and the scheduler
+    host): under load in both modes, 0 failed; the board then serves the new file's names (#47)."""
+    import requests
+    from helpers.onnx_graphs import declared_onnx
+
+    from npudure_workshop.bench.payloads import make_frame_set
+
+    holder = fleet.boards[-1]
+    folder = tmp_path / "retrained"
+    folder.mkdir()
+    names = "{0: 'cat', 1: 'dog', 2: 'plate', 3: 'van'}"
+    retrained = declared_onnx(folder / "plates.onnx", [1, 3, 320, 320], [[1, 8, 2100]], names)
+    models = [
+        {"name": "yolov8n", "default": True},
+        {"name": "plates", "src": str(retrained), "boards": [holder]},
+    ]
+    before = _main_pids(fleet)[holder]
+    results = _step(
+        fleet,
+        make_frame_set("raw", 4, 0),
+        tmp_path,
+        "model-replace",
+        lambda: _playbook(
+            fleet.lab.inventory_path,
+            "site.yml",
+            {**extra, "npudure_models": models},
+            tmp_path / "replace.log",
+            "--limit",
+            f"{holder}:scheduler",
+        ),
+        budget_s=900,
+    )
+    assert _main_pids(fleet)[holder] != before, "the board did not take the new model"
+    _assert_no_request_lost(results)
+    base = f"http://{fleet.lab.node('sched').address}:{HTTP_API_PORT}"
+    labelmap = requests.get(f"{base}/v1/vision/labelmap/plates", timeout=10)
+    assert labelmap.text == "0  cat\n1  dog\n2  plate\n3  van\n", labelmap.text
 
 
 def _users_export(folder: Path) -> Path:
