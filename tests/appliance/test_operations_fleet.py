@@ -13,6 +13,7 @@ rotated and the board back. Runs on the session's 3-board lab, shared with test_
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -986,8 +987,10 @@ def _a_model_is_replaced_under_load(fleet, extra: dict, tmp_path: Path) -> None:
     assert _main_pids(fleet)[holder] != before, "the board did not take the new model"
     _assert_no_request_lost(results)
     base = f"http://{fleet.lab.node('sched').address}:{HTTP_API_PORT}"
-    labelmap = requests.get(f"{base}/v1/vision/labelmap/plates", timeout=10)
-    assert labelmap.text == "0  cat\n1  dog\n2  plate\n3  van\n", labelmap.text
+    wanted, deadline = "0  cat\n1  dog\n2  plate\n3  van\n", time.monotonic() + 30
+    while (text := requests.get(f"{base}/v1/vision/labelmap/plates", timeout=10).text) != wanted:
+        assert time.monotonic() < deadline, f"the scheduler still serves {text!r}"  # its next status poll
+        time.sleep(1)
 
 
 def _users_export(folder: Path) -> Path:
