@@ -954,7 +954,6 @@ def test_rolling_change_and_upgrade_under_load_cost_no_request(fleet, tmp_path: 
 def _a_model_is_replaced_under_load(fleet, extra: dict, tmp_path: Path) -> None:
     """The user retrains `plates` (a fourth class) and runs site.yml for its board (and the scheduler
     host): under load in both modes, 0 failed; the board then serves the new file's names (#47)."""
-    import requests
     from helpers.onnx_graphs import declared_onnx
 
     from npudure_workshop.bench.payloads import make_frame_set
@@ -987,9 +986,17 @@ def _a_model_is_replaced_under_load(fleet, extra: dict, tmp_path: Path) -> None:
     assert _main_pids(fleet)[holder] != before, "the board did not take the new model"
     _assert_no_request_lost(results)
     base = f"http://{fleet.lab.node('sched').address}:{HTTP_API_PORT}"
-    wanted, deadline = "0  cat\n1  dog\n2  plate\n3  van\n", time.monotonic() + 30
-    while (text := requests.get(f"{base}/v1/vision/labelmap/plates", timeout=10).text) != wanted:
-        assert time.monotonic() < deadline, f"the scheduler still serves {text!r}"  # its next status poll
+    _labelmap_becomes(base, "plates", "0  cat\n1  dog\n2  plate\n3  van\n")
+
+
+def _labelmap_becomes(base: str, model: str, wanted: str) -> None:
+    """The HTTP API's labelmap of ``model`` is ``wanted`` within 30 s (the scheduler's next status poll
+    of the board that reports it)."""
+    import requests
+
+    deadline = time.monotonic() + 30
+    while (text := requests.get(f"{base}/v1/vision/labelmap/{model}", timeout=10).text) != wanted:
+        assert time.monotonic() < deadline, f"the labelmap of {model} is still {text!r}"
         time.sleep(1)
 
 
@@ -1026,8 +1033,7 @@ def _each_model_is_served_by_its_boards(fleet, holder: str) -> None:
     answer = requests.post(f"{base}/v1/vision/custom/plates", files={"image": frame.frame}, timeout=30).json()
     assert (answer["model"], answer["processedBy"]) == ("plates", holder), answer
     # The user's export is served under its own names (the boards report them; #44).
-    labelmap = requests.get(f"{base}/v1/vision/labelmap/plates", timeout=10)
-    assert labelmap.status_code == 200 and labelmap.text == "0  cat\n1  dog\n2  plate\n", labelmap.text
+    _labelmap_becomes(base, "plates", "0  cat\n1  dog\n2  plate\n")
     assert {p["label"] for p in answer.get("predictions", [])} <= {"cat", "dog", "plate"}, answer
     with npudure.connect(fleet.scheduler) as client:
         frame.model = "plates"
