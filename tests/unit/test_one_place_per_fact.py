@@ -42,6 +42,8 @@ DIFFERENT_ON_PURPOSE = {
     "its fallback when the SoC is not recognised)",
     "npudure_agent_admin_identities": "the deployed scheduler (CN npudure-scheduler) sets boards' serving "
     "state over mutual TLS; a bare agent config trusts the operator's certificate alone",
+    "npudure_agent_input_size": "0 = not written: the agent reads the size from the model (config.py's "
+    "None); an Ansible int cannot be None",
 }
 
 
