@@ -8,6 +8,11 @@ cap 64, idle 3 s, age 8 s + 2 s grace, 100 streams per connection, 240 concurren
 class reaches its bound in seconds. One legitimate
 client sends a raw 640x640 frame every 200 ms (10 s deadline) through the scheduler during each attack.
 
+Then security round 2's probes (issue #45), on the same cluster with the DeepStack HTTP API on (an API
+key, 256 connections at most): a PNG bomb inside the pixel bound, bytes that are not UTF-8 in the key, a
+15 MiB field that used to come back echoed, keyless 16 MiB bodies, a connection flood on the HTTP port,
+idle health Watch streams on the scheduler, and refused admin calls (their log lines counted).
+
     PYTHONPATH=$PWD .venv/bin/python benchmarks/abuse.py
 """
 
@@ -16,20 +21,29 @@ from __future__ import annotations
 import contextlib
 import gzip
 import socket
+import struct
 import sys
+import tempfile
+import threading
 import time
-from collections.abc import Iterator
+import zlib
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the shared test helpers: tests/helpers/
 
 import grpc  # noqa: E402
+import requests  # noqa: E402
+from grpc_health.v1 import health_pb2, health_pb2_grpc  # noqa: E402
 from helpers import abuse_clients as clients  # noqa: E402
 from helpers import jpeg_bombs  # noqa: E402
 
 from npudure.proto import contract  # noqa: E402
 from npudure.proto import inference_pb2 as pb  # noqa: E402
+from npudure.proto import inference_pb2_grpc as rpc  # noqa: E402
+from npudure.vision.frames import PNG_MAGIC  # noqa: E402
 from npudure_workshop.lab.local import LocalCluster, free_port  # noqa: E402
 
 METRICS_PORT = free_port()
@@ -180,6 +194,132 @@ def metrics_stalled_heads(c: LocalCluster) -> tuple[str, str]:
     return "8 sockets that send a request line and stop, 30 scrapes", f"{scraped}/30 scrapes served"
 
 
+# ---------------------------------------------------------------------- security round 2 (#45)
+API_KEY = "abuse-probe-key-0123456789"
+HTTP_MAX_CONNECTIONS = 256
+
+
+_SESSIONS = threading.local()
+
+
+def _post(c: LocalCluster, fields: dict[str, bytes], image: bytes | None) -> requests.Response:
+    """One multipart post, on this thread's keep-alive session (as a camera client's)."""
+    files: dict[str, tuple[str | None, bytes]] = {name: (None, value) for name, value in fields.items()}
+    if image is not None:
+        files["image"] = ("f.png", image)
+    session = getattr(_SESSIONS, "session", None) or requests.Session()
+    _SESSIONS.session = session
+    return session.post(c.http_url, files=files, timeout=60)
+
+
+def _png_header(width: int, height: int, bits: int, colour: int) -> bytes:
+    """A PNG signature and IHDR (what the check reads), then a truncated body."""
+    ihdr = struct.pack(">IIBBBBB", width, height, bits, colour, 0, 0, 0)
+    chunk = struct.pack(">I", 13) + b"IHDR" + ihdr + struct.pack(">I", zlib.crc32(b"IHDR" + ihdr))
+    return PNG_MAGIC + chunk + b"\x00" * 64
+
+
+def _many(count: int, workers: int, call: Callable[[], requests.Response]) -> str:
+    with ThreadPoolExecutor(workers) as pool:
+        replies = list(pool.map(lambda _i: call(), range(count)))
+    return "HTTP " + _count([str(r.status_code) for r in replies])
+
+
+def png_bomb(c: LocalCluster) -> tuple[str, str]:
+    bomb = _png_header(5760, 5760, 16, 6)  # 33 MP, inside the pixel bound; 265 MB once decoded
+    answer = _many(48, 12, lambda: _post(c, {"api_key": API_KEY.encode()}, bomb))
+    return "12 clients x 4 posts, a 5760x5760 16-bit RGBA PNG", answer
+
+
+def not_utf8_key(c: LocalCluster) -> tuple[str, str]:
+    logged = len(c.logs("scheduler"))
+    answer = _many(3000, 16, lambda: _post(c, {"api_key": b"\xff\xfe\xfd"}, None))
+    return (
+        "3000 posts, api_key bytes not UTF-8",
+        f"{answer}; scheduler log +{len(c.logs('scheduler')) - logged} B",
+    )
+
+
+def echoed_field(c: LocalCluster) -> tuple[str, str]:
+    big = b"9" * (15 * 1024 * 1024)
+    sizes: list[int] = []
+
+    def post() -> requests.Response:
+        reply = _post(c, {"api_key": API_KEY.encode(), "min_confidence": big}, None)
+        sizes.append(len(reply.content))
+        return reply
+
+    answer = _many(32, 8, post)
+    return "32 posts, a 15 MiB min_confidence", f"{answer}; longest answer {max(sizes)} B"
+
+
+def keyless_bodies(c: LocalCluster) -> tuple[str, str]:
+    body = b"\x00" * (16 * 1024 * 1024)
+    return "128 keyless posts of 16 MiB, 32 at once", _many(128, 32, lambda: _post(c, {}, body))
+
+
+def http_connection_flood(c: LocalCluster) -> tuple[str, str]:
+    host, port = c.http_url.split("//")[1].split("/")[0].rsplit(":", 1)
+    with _connections(host, int(port), 1000) as socks:
+        time.sleep(1.0)
+        refused = held = 0
+        for sock in socks:
+            sock.settimeout(0.01)
+            try:
+                refused += sock.recv(64).startswith(b"HTTP/1.1 503")
+            except TimeoutError:
+                held += 1  # accepted and kept: nothing came back
+            except OSError:
+                pass
+    return f"1000 TCP connections at once to the HTTP port (cap {HTTP_MAX_CONNECTIONS})", (
+        f"{refused} answered 503, {held} held open"
+    )
+
+
+def idle_watch_streams(c: LocalCluster) -> tuple[str, str]:
+    channels = [grpc.insecure_channel(c.address) for _ in range(5)]
+    calls = [
+        health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest(service=""))
+        for channel in channels
+        for _ in range(250)
+    ]
+    time.sleep(4.0)  # the legitimate client's frames go through meanwhile (its column)
+    ended = [call.code().name for call in calls if call.done()]  # refused by the stream caps
+    for call in calls:
+        call.cancel()
+    for channel in channels:
+        channel.close()
+    return "5 connections x 250 idle health Watch streams, 4 s", (
+        f"{len(calls) - len(ended)} held, {_count(ended) or 'none refused'}"
+    )
+
+
+def refused_admin_calls(c: LocalCluster) -> tuple[str, str]:
+    before = c.logs("scheduler").count("refused admin call")
+    codes = []
+    with grpc.insecure_channel(c.address) as channel:
+        stub = rpc.ClusterStub(channel)
+        for _ in range(2000):
+            try:
+                stub.SetPolicy(pb.SetPolicyRequest(policy="p2c"), timeout=5)
+                codes.append("OK")
+            except grpc.RpcError as exc:
+                codes.append(exc.code().name)
+    lines = c.logs("scheduler").count("refused admin call") - before
+    return "2000 admin calls without credentials", f"{_count(codes)}; {lines} log lines"
+
+
+ROUND_2 = [
+    png_bomb,
+    not_utf8_key,
+    echoed_field,
+    keyless_bodies,
+    http_connection_flood,
+    idle_watch_streams,
+    refused_admin_calls,
+]
+
+
 CLASSES = [
     deadline_storm,
     cancel_storm,
@@ -196,24 +336,41 @@ CLASSES = [
 ]
 
 
+def _cluster(key_file: Path) -> LocalCluster:
+    """The abuse cluster (tests/helpers/abuse_clients.py) with the DeepStack HTTP API on, behind a key."""
+    cluster = clients.abuse_cluster(METRICS_PORT)
+    cluster.http_api = True
+    api = {"api_key_file": str(key_file), "max_connections": HTTP_MAX_CONNECTIONS}
+    cluster.scheduler_overrides = {**cluster.scheduler_overrides, "http_api": api}
+    return cluster
+
+
 def main() -> None:
-    with clients.abuse_cluster(METRICS_PORT) as c:
-        pids = {"scheduler": c.scheduler.pid, **{n: p.pid for n, p in c.agents.items()}}
-        header = "abuse | sent | answer | legit ok/failed (worst s) | boards after | peak RSS MiB / fds"
-        print(f"| {header}: scheduler; busiest agent |")
-        print("|---|---|---|---|---|---|")
-        for attack in CLASSES:
-            with clients.PeakSampler(pids) as peaks, clients.LegitProbe(c.address) as legit:
-                sent, answer = attack(c)
-            time.sleep(1.0)
-            states = clients.board_states(c.address)
-            up = "all UP" if set(states.values()) == {"UP"} else str(states)
-            sched = peaks.peak["scheduler"]
-            agent = max((peaks.peak[n] for n in c.agents), key=lambda u: u.rss_mib)
-            name = attack.__name__.replace("_", " ")
-            ok = f"{legit.served}/{len(legit.failures)} ({legit.worst_s:.2f})"
-            peak = f"{sched.rss_mib:.0f} / {sched.fds}; {agent.rss_mib:.0f} / {agent.fds}"
-            print(f"| {name} | {sent} | {answer} | {ok} | {up} | {peak} |", flush=True)
+    with tempfile.TemporaryDirectory(prefix="npudure-abuse-") as tmp:
+        key_file = Path(tmp) / "api-key"
+        key_file.write_text(API_KEY + "\n")
+        key_file.chmod(0o600)
+        with _cluster(key_file) as c:
+            _table(c, [*CLASSES, *ROUND_2])
+
+
+def _table(c: LocalCluster, attacks: list[Callable[[LocalCluster], tuple[str, str]]]) -> None:
+    pids = {"scheduler": c.scheduler.pid, **{n: p.pid for n, p in c.agents.items()}}
+    header = "abuse | sent | answer | legit ok/failed (worst s) | boards after | peak RSS MiB / fds"
+    print(f"| {header}: scheduler; busiest agent |")
+    print("|---|---|---|---|---|---|")
+    for attack in attacks:
+        with clients.PeakSampler(pids) as peaks, clients.LegitProbe(c.address) as legit:
+            sent, answer = attack(c)
+        time.sleep(1.0)
+        states = clients.board_states(c.address)
+        up = "all UP" if set(states.values()) == {"UP"} else str(states)
+        sched = peaks.peak["scheduler"]
+        agent = max((peaks.peak[n] for n in c.agents), key=lambda u: u.rss_mib)
+        name = attack.__name__.replace("_", " ")
+        ok = f"{legit.served}/{len(legit.failures)} ({legit.worst_s:.2f})"
+        peak = f"{sched.rss_mib:.0f} / {sched.fds}; {agent.rss_mib:.0f} / {agent.fds}"
+        print(f"| {name} | {sent} | {answer} | {ok} | {up} | {peak} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -35,19 +35,30 @@ class _Refused(asyncio.Protocol):
 
 
 class CappedFactory:
-    """aiohttp's protocol factory, handing out a refusal instead once ``cap`` connections are open."""
+    """aiohttp's protocol factory, handing out a refusal instead once ``cap`` connections are open.
+
+    A burst of connections is accepted in one pass of the event loop, and aiohttp counts a connection
+    only when the loop runs its connection_made, after the whole pass: so those handed out and not yet
+    made are counted here (``pending``), until the loop's next pass, where connection_made runs too."""
 
     def __init__(self, server: web.Server, cap: int, refused: Callable[[int], None]) -> None:
         self.server = server
         self.cap = cap
         self.refused = refused
+        self.pending = 0
 
     def __call__(self) -> asyncio.BaseProtocol:
-        open_now = len(self.server.connections)
+        open_now = len(self.server.connections) + self.pending
         if open_now >= self.cap:
             self.refused(open_now)
             return _Refused()
+        self.pending += 1
+        # Queued before the transport queues connection_made: both run in the loop's next pass.
+        asyncio.get_running_loop().call_soon(self._made)
         return self.server()
+
+    def _made(self) -> None:
+        self.pending -= 1
 
 
 class CappedSite(web.BaseSite):
