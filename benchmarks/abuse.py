@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import secrets
 import socket
 import struct
 import sys
@@ -195,7 +196,7 @@ def metrics_stalled_heads(c: LocalCluster) -> tuple[str, str]:
 
 
 # ---------------------------------------------------------------------- security round 2 (#45)
-API_KEY = "abuse-probe-key-0123456789"
+API_KEY = secrets.token_urlsafe(24)  # made per run: no key lives in the repository
 HTTP_MAX_CONNECTIONS = 256
 
 
