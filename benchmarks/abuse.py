@@ -22,12 +22,10 @@ import contextlib
 import gzip
 import secrets
 import socket
-import struct
 import sys
 import tempfile
 import threading
 import time
-import zlib
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -40,11 +38,11 @@ import requests  # noqa: E402
 from grpc_health.v1 import health_pb2, health_pb2_grpc  # noqa: E402
 from helpers import abuse_clients as clients  # noqa: E402
 from helpers import jpeg_bombs  # noqa: E402
+from helpers.png_header import png_header  # noqa: E402
 
 from npudure.proto import contract  # noqa: E402
 from npudure.proto import inference_pb2 as pb  # noqa: E402
 from npudure.proto import inference_pb2_grpc as rpc  # noqa: E402
-from npudure.vision.frames import PNG_MAGIC  # noqa: E402
 from npudure_workshop.lab.local import LocalCluster, free_port  # noqa: E402
 
 METRICS_PORT = free_port()
@@ -213,13 +211,6 @@ def _post(c: LocalCluster, fields: dict[str, bytes], image: bytes | None) -> req
     return session.post(c.http_url, files=files, timeout=60)
 
 
-def _png_header(width: int, height: int, bits: int, colour: int) -> bytes:
-    """A PNG signature and IHDR (what the check reads), then a truncated body."""
-    ihdr = struct.pack(">IIBBBBB", width, height, bits, colour, 0, 0, 0)
-    chunk = struct.pack(">I", 13) + b"IHDR" + ihdr + struct.pack(">I", zlib.crc32(b"IHDR" + ihdr))
-    return PNG_MAGIC + chunk + b"\x00" * 64
-
-
 def _many(count: int, workers: int, call: Callable[[], requests.Response]) -> str:
     with ThreadPoolExecutor(workers) as pool:
         replies = list(pool.map(lambda _i: call(), range(count)))
@@ -227,7 +218,7 @@ def _many(count: int, workers: int, call: Callable[[], requests.Response]) -> st
 
 
 def png_bomb(c: LocalCluster) -> tuple[str, str]:
-    bomb = _png_header(5760, 5760, 16, 6)  # 33 MP, inside the pixel bound; 265 MB once decoded
+    bomb = png_header(5760, 5760, 16, 6)  # 33 MP, inside the pixel bound; 265 MB once decoded
     answer = _many(48, 12, lambda: _post(c, {"api_key": API_KEY.encode()}, bomb))
     return "12 clients x 4 posts, a 5760x5760 16-bit RGBA PNG", answer
 
@@ -263,15 +254,7 @@ def http_connection_flood(c: LocalCluster) -> tuple[str, str]:
     host, port = c.http_url.split("//")[1].split("/")[0].rsplit(":", 1)
     with _connections(host, int(port), 1000) as socks:
         time.sleep(1.0)
-        refused = held = 0
-        for sock in socks:
-            sock.settimeout(0.01)
-            try:
-                refused += sock.recv(64).startswith(b"HTTP/1.1 503")
-            except TimeoutError:
-                held += 1  # accepted and kept: nothing came back
-            except OSError:
-                pass
+        refused, held = clients.refused_or_held(socks, 0.01)
     return f"1000 TCP connections at once to the HTTP port (cap {HTTP_MAX_CONNECTIONS})", (
         f"{refused} answered 503, {held} held open"
     )

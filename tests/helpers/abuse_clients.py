@@ -377,3 +377,18 @@ def unfinished_streams(
                 pass
             attack.statuses.extend(_ends(pump(sock, conn, 0.0)))
     return attack
+
+
+def refused_or_held(socks: list[socket.socket], wait_s: float) -> tuple[int, int]:
+    """Of connections opened to a capped HTTP port: how many were answered 503 (refused) and how many
+    got nothing within ``wait_s`` each (accepted and held); one closed otherwise counts as neither."""
+    refused = held = 0
+    for sock in socks:
+        sock.settimeout(wait_s)
+        try:
+            refused += sock.recv(64).startswith(b"HTTP/1.1 503")
+        except TimeoutError:
+            held += 1
+        except OSError:
+            pass
+    return refused, held

@@ -9,6 +9,7 @@ from urllib.parse import urlparse
 
 import pytest
 import requests
+from helpers.abuse_clients import refused_or_held
 
 from npudure_workshop.lab.local import LocalCluster, free_port
 
@@ -74,13 +75,7 @@ def test_a_burst_of_connections_is_capped_too(cluster: LocalCluster) -> None:
     burst = [socket.create_connection((host, port), timeout=5) for _ in range(CAP * 10)]
     try:
         time.sleep(0.5)
-        refused = held = 0
-        for sock in burst:
-            sock.settimeout(0.2)
-            try:
-                refused += sock.recv(64).startswith(b"HTTP/1.1 503")
-            except TimeoutError:
-                held += 1
+        refused, held = refused_or_held(burst, 0.2)
     finally:
         for sock in burst:
             sock.close()
